@@ -1,0 +1,183 @@
+package catalog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/acme/retention/retention"
+)
+
+// DataBehavior tells how a dataset's rows behave: time-series rows carry an event time and can expire; record rows
+// describe entities and have no row expiration.
+type DataBehavior string
+
+// The data behaviors of Adobe's Catalog.
+const (
+	TimeSeries DataBehavior = "time-series"
+	Record     DataBehavior = "record"
+)
+
+// ManagedBy tells who owns a dataset: CUSTOMER datasets are the users'; SYSTEM datasets belong to the platform, cannot
+// be deleted and live under stricter TTL limits.
+type ManagedBy string
+
+// The owners of a dataset.
+const (
+	Customer ManagedBy = "CUSTOMER"
+	System   ManagedBy = "SYSTEM"
+)
+
+// Store names one of the two places a time-series dataset's rows live, each with its own retention setting.
+type Store string
+
+// The stores, named as Adobe's extensions name them.
+const (
+	LakeHouse Store = "adobe_lakeHouse"      // the dataset's rows in the row store
+	Profile   Store = "adobe_unifiedProfile" // the profile copy of a profile-enabled dataset's rows
+)
+
+// Stores lists every store in the order responses show them.
+var Stores = []Store{LakeHouse, Profile}
+
+// Valid reports whether s is a known store.
+func (s Store) Valid() bool { return s == LakeHouse || s == Profile }
+
+// Value statuses and setters of a row-expiration setting, as Adobe's rowExpiration object names them.
+const (
+	ValueDefault = "default" // the policy's defaultValue, applied when the dataset was created
+	ValueCustom  = "custom"  // a value a user set
+	SetByService = "service"
+	SetByUser    = "user"
+)
+
+// Classification is a dataset's data behavior and owner; neither changes after creation.
+type Classification struct {
+	DataBehavior DataBehavior
+	ManagedBy    ManagedBy
+}
+
+// RowExpiration is one store's retention setting. A nil TTL means expiry is disabled: every row of the store is
+// kept, per-row overrides included.
+type RowExpiration struct {
+	TTL           *retention.Period
+	ValueStatus   string
+	SetBy         string
+	Updated       time.Time
+	LastCompleted *time.Time // when a retention run last finished this store of the dataset; nil before the first
+}
+
+// Dataset is a named container of event rows, owned by one org and sandbox.
+type Dataset struct {
+	ID             string
+	Org            string
+	Sandbox        string
+	Name           string
+	Description    *string
+	Tags           map[string][]string
+	Classification Classification
+	SchemaRef      map[string]any
+	// Extensions holds the extension keys the service does not own (anything but rowExpiration and metrics),
+	// kept as sent and shown back merged with the service's own.
+	Extensions    map[string]any
+	RowExpiration map[Store]RowExpiration // empty for record datasets
+	Version       int                     // bumped on every change; shown as the semver "1.0.<Version>"
+	Created       time.Time
+	Updated       time.Time
+	CreatedUser   string
+	UpdatedUser   string
+	CreatedClient string
+}
+
+// VersionString returns the dataset's version as Adobe's semver string, also used as its ETag.
+func (d *Dataset) VersionString() string { return versionString(d.Version) }
+
+func versionString(v int) string { return "1.0." + strconv.Itoa(v) }
+
+// IsTimeSeries reports whether row expiration applies to the dataset.
+func (d *Dataset) IsTimeSeries() bool { return d.Classification.DataBehavior == TimeSeries }
+
+// ProfileEnabled reports whether the dataset's rows are also kept in the profile store: its tags hold
+// unifiedProfile: ["enabled:true"], as in Adobe's Catalog.
+func (d *Dataset) ProfileEnabled() bool {
+	for _, v := range d.Tags["unifiedProfile"] {
+		if v == "enabled:true" {
+			return true
+		}
+	}
+	return false
+}
+
+var datasetIDPattern = regexp.MustCompile(`^[0-9a-f]{24}$`)
+
+// ValidateDatasetID returns an EINVALID error unless id is 24 lowercase hexadecimal characters.
+func ValidateDatasetID(id string) error {
+	if !datasetIDPattern.MatchString(id) {
+		return Invalid("invalid-dataset-id", "id", "dataset id %q must be 24 lowercase hexadecimal characters", id)
+	}
+	return nil
+}
+
+// NewDatasetID returns a fresh random dataset id of 24 lowercase hexadecimal characters.
+func NewDatasetID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// DatasetCreate is a validated request to create a dataset.
+type DatasetCreate struct {
+	Name           string
+	Description    *string
+	Tags           map[string][]string
+	Classification Classification
+	SchemaRef      map[string]any
+}
+
+// DatasetFilter selects and orders the datasets of one org and sandbox.
+type DatasetFilter struct {
+	Names      []string // any of these names; empty = all
+	NotNames   []string // none of these names
+	Tags       []TagFilter
+	OrderBy    []Order
+	Offset     int
+	Limit      int
+	IncludeAll bool // list without limit, for internal callers
+}
+
+// TagFilter matches datasets having tag Name with a value matching Value; Value may contain the wildcard "*".
+type TagFilter struct {
+	Name  string
+	Value string
+}
+
+// Order sorts by one of the orderable fields.
+type Order struct {
+	Field string // "name", "created" or "updated"
+	Desc  bool
+}
+
+// DatasetService manages datasets. Every method acts within the caller's org and sandbox: a dataset of another
+// org or sandbox is reported as ENOTFOUND, exactly as a missing one.
+type DatasetService interface {
+	// CreateDataset creates a dataset, applying each store's default TTL to a time-series dataset, and writes a
+	// Create audit event in the same transaction. Returns ECONFLICT if the name is taken in the sandbox.
+	CreateDataset(ctx context.Context, c *Caller, create DatasetCreate) (*Dataset, error)
+	// FindDatasetByID returns the dataset. Returns ENOTFOUND if it does not exist or was deleted.
+	FindDatasetByID(ctx context.Context, c *Caller, id string) (*Dataset, error)
+	// FindDatasets returns the datasets matching the filter, in its order.
+	FindDatasets(ctx context.Context, c *Caller, filter DatasetFilter) ([]*Dataset, error)
+	// DeleteDataset hides the dataset at once and leaves its rows to background removal, writing a Delete audit
+	// event. Returns ENOTFOUND, or EFORBIDDEN for a SYSTEM dataset.
+	DeleteDataset(ctx context.Context, c *Caller, id string) error
+	// PatchDataset deep-merges the patch into the dataset under the rules of ApplyPatch, writing an Update audit
+	// event in the same transaction. ifMatch, when not empty, must name the current version ("*" matches any),
+	// else EPRECONDITION and nothing changes.
+	PatchDataset(ctx context.Context, c *Caller, id string, patch *Patch, ifMatch string) (*Dataset, error)
+	// TTLLimits returns the dataset and the policy limits of each of its stores. Returns EINVALID for a record
+	// dataset, since row expiration applies only to time-series datasets.
+	TTLLimits(ctx context.Context, c *Caller, id string) (*Dataset, map[Store]Limits, error)
+}

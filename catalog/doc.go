@@ -1,0 +1,4 @@
+// Package catalog holds the dataset and its settings as domain types: datasets, their two row-expiration stores,
+// the policy limits that bound a TTL, the PATCH v2 merge rules, and the caller on whose behalf a change is made.
+// It imports no adapter: Postgres lives in package postgres and HTTP in package httpapi.
+package catalog

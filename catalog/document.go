@@ -1,0 +1,46 @@
+package catalog
+
+import "time"
+
+// EpochMillis is how Adobe's Catalog writes times: milliseconds since the Unix epoch, as a JSON number.
+func EpochMillis(t time.Time) int64 { return t.UnixMilli() }
+
+// Document returns the setting in the shape of Adobe's rowExpiration object: ttlValue (null when disabled),
+// valueStatus, setBy, updated and, once a run has finished the store, lastCompleted.
+func (r RowExpiration) Document() map[string]any {
+	doc := map[string]any{
+		"ttlValue":    nil,
+		"valueStatus": r.ValueStatus,
+		"setBy":       r.SetBy,
+		"updated":     EpochMillis(r.Updated),
+	}
+	if r.TTL != nil {
+		doc["ttlValue"] = r.TTL.String()
+	}
+	if r.LastCompleted != nil {
+		doc["lastCompleted"] = EpochMillis(*r.LastCompleted)
+	}
+	return doc
+}
+
+// Document returns the limits in the shape of GET /ttl/{id}: defaultValue, maxValue (null = no maximum), minValue.
+func (l Limits) Document() map[string]any {
+	doc := map[string]any{"defaultValue": l.Default.String(), "minValue": l.Min.String(), "maxValue": nil}
+	if l.Max != nil {
+		doc["maxValue"] = l.Max.String()
+	}
+	return doc
+}
+
+// AuditDetails returns the change as the details of an Update audit event: for each store touched, its
+// rowExpiration before and after.
+func (c *Change) AuditDetails() map[string]any {
+	if c == nil || len(c.RowExpiration) == 0 {
+		return map[string]any{}
+	}
+	stores := map[string]any{}
+	for store, ch := range c.RowExpiration {
+		stores[string(store)] = map[string]any{"before": ch.Before.Document(), "after": ch.After.Document()}
+	}
+	return map[string]any{"rowExpiration": stores}
+}

@@ -1,0 +1,450 @@
+package catalog
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/acme/retention/retention"
+)
+
+// Patch is a validated body of PATCH /v2/dataSets/{id}: only the fields a caller may write, each already checked
+// for type and grammar. Limits and cross-store rules need the dataset, so ApplyPatch checks those.
+type Patch struct {
+	SetDescription bool
+	Description    *string // nil with SetDescription clears the description
+	// Tags replaces the values of each named tag whole; a nil slice (JSON null) removes the tag.
+	Tags map[string][]string
+	// TTL sets each named store's ttlValue; a nil period (JSON null) disables expiry for that store.
+	TTL map[Store]*retention.Period
+	// Extensions is deep-merged into the dataset's extension keys that the service does not own.
+	Extensions map[string]any
+}
+
+// serviceOwned are fields a caller may read but never write; naming them says why the PATCH was refused.
+var serviceOwned = map[string]string{
+	"name":          "the dataset name cannot be changed",
+	"imsOrg":        "the org of a dataset cannot be changed",
+	"sandboxName":   "the sandbox of a dataset cannot be changed",
+	"sandboxId":     "the sandbox of a dataset cannot be changed",
+	"created":       "is set by the service",
+	"updated":       "is set by the service",
+	"version":       "is set by the service",
+	"createdUser":   "is set by the service",
+	"updatedUser":   "is set by the service",
+	"createdClient": "is set by the service",
+	"schemaRef":     "the schema of a dataset cannot be changed",
+}
+
+// rowExpirationOwned are the rowExpiration fields the service sets; only ttlValue is writable.
+var rowExpirationOwned = []string{
+	"valueStatus", "setBy", "updated", "lastCompleted", "nextRun", "defaultValue", "minValue", "maxValue",
+}
+
+// ParsePatch validates a decoded JSON body of PATCH /v2/dataSets/{id}. Each refusal is an EINVALID error naming the
+// field by its dotted path, its value and the rule.
+func ParsePatch(body map[string]any) (*Patch, error) {
+	p := &Patch{}
+	for _, key := range slices.Sorted(maps.Keys(body)) {
+		if err := p.parseTop(key, body[key]); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *Patch) parseTop(key string, value any) error {
+	switch key {
+	case "description":
+		return p.parseDescription(value)
+	case "tags":
+		return p.parseTags(value)
+	case "extensions":
+		return p.parseExtensions(value)
+	case "classification":
+		return readOnlyClassification(value)
+	}
+	if why, ok := serviceOwned[key]; ok {
+		return Invalid("read-only-field", key, "%s may not be set by PATCH: %s", key, why)
+	}
+	return Invalid("unknown-field", key,
+		"%s is not a dataset field that PATCH can set; writable fields are description, tags, extensions.<store>.rowExpiration.ttlValue and extension keys", key)
+}
+
+func readOnlyClassification(value any) error {
+	obj, ok := value.(map[string]any)
+	if !ok || len(obj) == 0 {
+		return Invalid("read-only-field", "classification", "classification may not be set by PATCH: it is fixed when the dataset is created")
+	}
+	field := "classification." + slices.Sorted(maps.Keys(obj))[0]
+	return Invalid("read-only-field", field, "%s may not be set by PATCH: it is fixed when the dataset is created", field)
+}
+
+func (p *Patch) parseDescription(value any) error {
+	p.SetDescription = true
+	switch v := value.(type) {
+	case nil:
+		return nil
+	case string:
+		if len(v) > MaxDescriptionLength {
+			return Invalid("invalid-field", "description", "description must be at most %d bytes", MaxDescriptionLength)
+		}
+		p.Description = &v
+		return nil
+	}
+	return Invalid("invalid-type", "description", "description must be a string or null, got %s", jsonType(value))
+}
+
+func (p *Patch) parseTags(value any) error {
+	tags, err := ParseTags(value)
+	if err != nil {
+		return err
+	}
+	p.Tags = tags
+	return nil
+}
+
+// ParseTags validates a tags object: each tag name maps to an array of strings, or to null (remove the tag).
+func ParseTags(value any) (map[string][]string, error) {
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return nil, Invalid("invalid-type", "tags", "tags must be an object of string arrays, got %s", jsonType(value))
+	}
+	tags := make(map[string][]string, len(obj))
+	for name, raw := range obj {
+		field := "tags." + name
+		if name == "" || len(name) > 256 {
+			return nil, Invalid("invalid-field", "tags", "a tag name must be 1 to 256 bytes long")
+		}
+		if raw == nil {
+			tags[name] = nil
+			continue
+		}
+		arr, ok := raw.([]any)
+		if !ok {
+			return nil, Invalid("invalid-type", field, "%s must be an array of strings, got %s", field, jsonType(raw))
+		}
+		values := make([]string, 0, len(arr))
+		for i, item := range arr {
+			s, ok := item.(string)
+			if !ok {
+				return nil, Invalid("invalid-type", fmt.Sprintf("%s[%d]", field, i), "tag values must be strings, got %s", jsonType(item))
+			}
+			values = append(values, s)
+		}
+		tags[name] = values
+	}
+	return tags, nil
+}
+
+func (p *Patch) parseExtensions(value any) error {
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return Invalid("invalid-type", "extensions", "extensions must be an object, got %s", jsonType(value))
+	}
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		store := Store(key)
+		if !store.Valid() {
+			p.mergeExtension(key, obj[key])
+			continue
+		}
+		if err := p.parseStore(store, obj[key]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Patch) mergeExtension(key string, value any) {
+	if p.Extensions == nil {
+		p.Extensions = map[string]any{}
+	}
+	p.Extensions[key] = value
+}
+
+func (p *Patch) parseStore(store Store, value any) error {
+	field := "extensions." + string(store)
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return Invalid("invalid-type", field, "%s must be an object, got %s", field, jsonType(value))
+	}
+	extra := map[string]any{}
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		switch key {
+		case "rowExpiration":
+			if err := p.parseRowExpiration(store, obj[key]); err != nil {
+				return err
+			}
+		case "metrics":
+			return Invalid("read-only-field", field+".metrics", "%s.metrics may not be set by PATCH: the service keeps it", field)
+		default:
+			extra[key] = obj[key]
+		}
+	}
+	if len(extra) > 0 {
+		p.mergeExtension(string(store), extra)
+	}
+	return nil
+}
+
+func (p *Patch) parseRowExpiration(store Store, value any) error {
+	field := "extensions." + string(store) + ".rowExpiration"
+	obj, ok := value.(map[string]any)
+	if !ok {
+		return Invalid("invalid-type", field, "%s must be an object, got %s", field, jsonType(value))
+	}
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
+		if key == "ttlValue" {
+			continue
+		}
+		if slices.Contains(rowExpirationOwned, key) {
+			return Invalid("read-only-field", field+"."+key, "%s.%s may not be set by PATCH: it is set by the service", field, key)
+		}
+		return Invalid("unknown-field", field+"."+key, "%s.%s is not a rowExpiration field; only ttlValue can be set", field, key)
+	}
+	raw, ok := obj["ttlValue"]
+	if !ok {
+		return Invalid("missing-field", field+".ttlValue", "%s.ttlValue is required", field)
+	}
+	ttl, err := ParseTTLValue(field+".ttlValue", raw)
+	if err != nil {
+		return err
+	}
+	if p.TTL == nil {
+		p.TTL = map[Store]*retention.Period{}
+	}
+	p.TTL[store] = ttl
+	return nil
+}
+
+// ParseTTLValue validates a decoded JSON ttlValue: an ISO-8601 period string under the grammar of
+// retention.ParsePeriod, or null to disable expiry. The error names field.
+func ParseTTLValue(field string, raw any) (*retention.Period, error) {
+	switch v := raw.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		period, err := retention.ParsePeriod(v)
+		if err != nil {
+			return nil, Invalid("invalid-ttl", field, "%s: %v", field, err)
+		}
+		return &period, nil
+	}
+	return nil, Invalid("invalid-ttl", field,
+		"%s must be an ISO-8601 period string such as \"P3M\" or null, got %s %s", field, jsonType(raw), compact(raw))
+}
+
+// Change records what a patch did to each store's row expiration, for the audit event.
+type Change struct {
+	RowExpiration map[Store]RowExpirationChange
+}
+
+// RowExpirationChange is a store's setting before and after a patch.
+type RowExpirationChange struct {
+	Before RowExpiration
+	After  RowExpiration
+}
+
+// ApplyPatch returns the dataset with the patch applied, and what changed, without modifying ds. It enforces the
+// rules that need the dataset: row expiration only on time-series datasets, each TTL within its store's limits, and
+// the cross-store rule that a profile copy never outlives its source (a null TTL counts as the longest). A lake TTL
+// shortened below the current profile TTL lowers the profile TTL to the same value in the same change.
+func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, now time.Time) (*Dataset, *Change, error) {
+	if len(p.TTL) > 0 && !ds.IsTimeSeries() {
+		return nil, nil, ErrNotTimeSeries(ds)
+	}
+	next := ds.clone()
+	if p.SetDescription {
+		next.Description = p.Description
+	}
+	applyTags(next, p.Tags)
+	next.Extensions = DeepMerge(next.Extensions, p.Extensions)
+	change, err := applyTTL(next, p.TTL, limits, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	next.Version++
+	next.Updated = now
+	next.UpdatedUser = c.User
+	return next, change, nil
+}
+
+// ErrNotTimeSeries is the EINVALID error for a row-expiration request on a dataset that is not time-series.
+func ErrNotTimeSeries(ds *Dataset) error {
+	return Invalid("not-time-series", "classification.dataBehavior",
+		"row expiration applies only to time-series datasets; dataset %s is a %s dataset", ds.ID, ds.Classification.DataBehavior)
+}
+
+func applyTags(ds *Dataset, tags map[string][]string) {
+	if len(tags) == 0 {
+		return
+	}
+	if ds.Tags == nil {
+		ds.Tags = map[string][]string{}
+	}
+	for name, values := range tags {
+		if values == nil {
+			delete(ds.Tags, name)
+			continue
+		}
+		ds.Tags[name] = values
+	}
+}
+
+func applyTTL(ds *Dataset, ttl map[Store]*retention.Period, limits map[PolicyKey]Limits, now time.Time) (*Change, error) {
+	change := &Change{RowExpiration: map[Store]RowExpirationChange{}}
+	if len(ttl) == 0 {
+		return change, nil
+	}
+	want := map[Store]*retention.Period{}
+	for _, store := range Stores {
+		want[store] = ds.RowExpiration[store].TTL
+	}
+	for store, period := range ttl {
+		field := ttlField(store)
+		if err := limits[PolicyKey{store, ds.Classification.ManagedBy}].CheckTTL(field, period, ds.Classification.ManagedBy); err != nil {
+			return nil, err
+		}
+		want[store] = period
+	}
+	if err := crossStore(ds, ttl, want, limits); err != nil {
+		return nil, err
+	}
+	for _, store := range Stores {
+		_, asked := ttl[store]
+		before := ds.RowExpiration[store]
+		if !asked && samePeriod(before.TTL, want[store]) {
+			continue
+		}
+		after := RowExpiration{TTL: want[store], ValueStatus: ValueCustom, SetBy: SetByUser, Updated: now, LastCompleted: before.LastCompleted}
+		ds.RowExpiration[store] = after
+		change.RowExpiration[store] = RowExpirationChange{Before: before, After: after}
+	}
+	return change, nil
+}
+
+// crossStore enforces that the profile TTL is never longer than the lake TTL.
+func crossStore(ds *Dataset, asked, want map[Store]*retention.Period, limits map[PolicyKey]Limits) error {
+	lake, profile := want[LakeHouse], want[Profile]
+	if !longer(profile, lake) {
+		return nil
+	}
+	if _, ok := asked[Profile]; ok {
+		return Invalid("profile-ttl-longer-than-lake", ttlField(Profile),
+			"the profile ttlValue %s is longer than the data lake ttlValue %s: a profile copy may not outlive its source (null counts as the longest)",
+			periodString(profile), periodString(lake))
+	}
+	// Only the lake was shortened: lower the profile with it, as the seed's own example does.
+	if err := limits[PolicyKey{Profile, ds.Classification.ManagedBy}].CheckTTL(ttlField(Profile), lake, ds.Classification.ManagedBy); err != nil {
+		return err
+	}
+	want[Profile] = lake
+	return nil
+}
+
+// longer reports whether a keeps rows longer than b; nil keeps them forever.
+func longer(a, b *retention.Period) bool {
+	switch {
+	case b == nil:
+		return false
+	case a == nil:
+		return true
+	}
+	return a.Compare(*b) > 0
+}
+
+func samePeriod(a, b *retention.Period) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func periodString(p *retention.Period) string {
+	if p == nil {
+		return "null"
+	}
+	return p.String()
+}
+
+func ttlField(store Store) string {
+	return "extensions." + string(store) + ".rowExpiration.ttlValue"
+}
+
+// DeepMerge merges src into dst as Adobe's v2 PATCH does and returns dst: objects merge key by key (missing
+// intermediate objects are created), while null, arrays and scalars replace the old value whole. Unlike RFC 7386,
+// null is stored as a value, not a deletion.
+func DeepMerge(dst, src map[string]any) map[string]any {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = map[string]any{}
+	}
+	for k, v := range src {
+		srcObj, srcIsObj := v.(map[string]any)
+		dstObj, dstIsObj := dst[k].(map[string]any)
+		if srcIsObj && dstIsObj {
+			dst[k] = DeepMerge(dstObj, srcObj)
+			continue
+		}
+		if srcIsObj {
+			dst[k] = DeepMerge(map[string]any{}, srcObj)
+			continue
+		}
+		dst[k] = v
+	}
+	return dst
+}
+
+func (d *Dataset) clone() *Dataset {
+	c := *d
+	c.Tags = maps.Clone(d.Tags)
+	c.Extensions = deepCopy(d.Extensions)
+	c.RowExpiration = maps.Clone(d.RowExpiration)
+	if c.RowExpiration == nil {
+		c.RowExpiration = map[Store]RowExpiration{}
+	}
+	return &c
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if obj, ok := v.(map[string]any); ok {
+			out[k] = deepCopy(obj)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	}
+	return "a number"
+}
+
+func compact(v any) string {
+	s := fmt.Sprint(v)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,63 @@
+// Command retentionctl is the operator CLI: dev tokens, migrations, TTL policies and the version. This file only
+// parses arguments and wires packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	if errors.Is(err, errUsage) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "retentionctl:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `retentionctl: operate the row-retention service
+
+Commands:
+  token     mint a development token signed with AUTH_HS256_SECRET (or the dev secret)
+  migrate   up | down [-steps N] | status: manage the schema of DATABASE_URL
+  policy    show | set: the TTL limits of an org
+  version   print the build's version
+
+Run 'retentionctl COMMAND -h' for a command's flags.
+`
+
+type getenv func(string) string
+
+func run(ctx context.Context, args []string, env getenv, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "token":
+		return runToken(args[1:], env, out)
+	case "migrate":
+		return runMigrate(ctx, args[1:], env, out)
+	case "policy":
+		return runPolicy(ctx, args[1:], env, out)
+	case "version":
+		return runVersion(out)
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", args[0], usage)
+	return errUsage
+}

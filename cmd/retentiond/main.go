@@ -1,0 +1,146 @@
+// Command retentiond is the row-retention service: the REST API and the retention scheduler in one process (each
+// can be turned off, so replicas can split roles). This file only wires the packages together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/IBM/pgxpoolprometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/config"
+	"github.com/acme/retention/internal/pgcluster"
+	"github.com/acme/retention/postgres"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "retentiond:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, apart from signals and the exit code, so that tests can start it.
+func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("retentiond", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	dev := flags.Bool("dev", false, "development mode: start a private PostgreSQL when DATABASE_URL is unset, load demo data, accept the dev token secret")
+	addr := flags.String("addr", "", "listen address (overrides HTTP_ADDR)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(getenv, *dev)
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	if *addr != "" {
+		cfg.HTTPAddr = *addr
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger.Info("starting", slog.Any("config", cfg))
+
+	if cfg.DatabaseURL == "" {
+		cluster, err := startDevCluster(ctx, logger, stdout)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cluster.Stop(context.WithoutCancel(ctx)) }()
+		cfg.DatabaseURL = cluster.URL("retention")
+	}
+	return serve(ctx, cfg, logger, stdout)
+}
+
+func startDevCluster(ctx context.Context, logger *slog.Logger, stdout io.Writer) (*pgcluster.Cluster, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("find the checkout: %w", err)
+	}
+	dir, why, err := pgcluster.DevDataDir(wd)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "PostgreSQL data: %s (%s)\n", dir, why)
+	cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: dir, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.CreateDatabase(ctx, "retention"); err != nil {
+		_ = cluster.Stop(ctx)
+		return nil, err
+	}
+	return cluster, nil
+}
+
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
+	db, err := postgres.Open(ctx, cfg.DatabaseURL, logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	applied, err := postgres.MigrateUp(ctx, db.Pool)
+	if err != nil {
+		return err
+	}
+	logger.Info("migrations applied", slog.Int("count", applied))
+
+	datasets := postgres.NewDatasetService(db)
+	if cfg.Dev {
+		if err := printDevWelcome(ctx, cfg, datasets, stdout); err != nil {
+			return err
+		}
+	}
+	if !cfg.API {
+		logger.Info("API disabled (RETENTIOND_API=false); the scheduler arrives with the retention-jobs work")
+		<-ctx.Done()
+		return nil
+	}
+	auth, err := httpapi.NewAuthenticator(ctx, cfg.AuthHS256Secret, cfg.AuthJWKSURL, time.Now)
+	if err != nil {
+		return err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		pgxpoolprometheus.NewCollector(db.Pool, map[string]string{"db_name": db.Pool.Config().ConnConfig.Database}))
+	api := httpapi.New(httpapi.Config{Datasets: datasets, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry})
+	return listen(ctx, cfg, api, logger)
+}
+
+// listen serves until ctx ends, then stops accepting requests and lets in-flight ones finish within the shutdown
+// timeout before the deferred pool close.
+func listen(ctx context.Context, cfg *config.Config, handler http.Handler, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("listening", slog.String("addr", ln.Addr().String()))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", slog.Duration("timeout", cfg.ShutdownTimeout))
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shut down HTTP: %w", err)
+	}
+	return nil
+}

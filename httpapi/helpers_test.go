@@ -1,0 +1,203 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/postgres"
+)
+
+const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
+
+var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}
+
+// testBundle is a running API on its own database, with an org of its own.
+type testBundle struct {
+	url   string
+	db    *postgres.DB
+	org   string
+	token string
+	now   time.Time // the clock's start; every reading is later
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db := testdb.NewDB(t)
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	var ticks atomic.Int64
+	// Each reading of the clock is one second after the last, so that the order of creation is the order of times.
+	db.Now = func() time.Time { return now.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
+	require.NoError(t, err)
+	api := httpapi.New(httpapi.Config{
+		Datasets: postgres.NewDatasetService(db), Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry(),
+	})
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	b := &testBundle{url: srv.URL, db: db, org: newOrg(), now: now}
+	b.token = mintToken(t, b.org, allScopes, time.Hour)
+	return b
+}
+
+func newOrg() string {
+	return strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", "")[:24]) + "@AdobeOrg"
+}
+
+func mintToken(t *testing.T, org string, scopes []string, ttl time.Duration) string {
+	t.Helper()
+	token, err := httpapi.MintToken(testSecret, httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "tester@example.com", ExpiresAt: jwt.NewNumericDate(time.Now().Add(ttl))},
+		Org:              org, ClientID: "test-client", Scope: strings.Join(scopes, " "),
+	})
+	require.NoError(t, err)
+	return token
+}
+
+// request describes one call; zero fields get the bundle's defaults.
+type request struct {
+	method  string
+	path    string
+	body    any               // marshalled as JSON unless it is a string or []byte, sent as is
+	headers map[string]string // set, overriding defaults; an empty value removes the header
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r *response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &v), "body: %s", r.body)
+	return v
+}
+
+func (r *response) problem(t *testing.T) httpapi.Problem {
+	t.Helper()
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "body: %s", r.body)
+	var p httpapi.Problem
+	require.NoError(t, json.Unmarshal(r.body, &p))
+	return p
+}
+
+func (b *testBundle) do(t *testing.T, req request) *response {
+	t.Helper()
+	var body io.Reader
+	contentType := ""
+	switch v := req.body.(type) {
+	case nil:
+	case string:
+		body, contentType = strings.NewReader(v), "application/json"
+	case []byte:
+		body, contentType = bytes.NewReader(v), "application/json"
+	default:
+		raw, err := json.Marshal(v)
+		require.NoError(t, err)
+		body, contentType = bytes.NewReader(raw), "application/json"
+	}
+	httpReq, err := http.NewRequestWithContext(context.Background(), req.method, b.url+req.path, body)
+	require.NoError(t, err)
+	httpReq.Header.Set("Authorization", "Bearer "+b.token)
+	httpReq.Header.Set("x-api-key", "test-key")
+	httpReq.Header.Set("x-gw-ims-org-id", b.org)
+	if contentType != "" {
+		httpReq.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range req.headers {
+		if v == "" {
+			httpReq.Header.Del(k)
+			continue
+		}
+		httpReq.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(httpReq)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// datasetOpts configures createDataset; zero fields get defaults.
+type datasetOpts struct {
+	name      string
+	managedBy string
+	behavior  string
+	tags      map[string][]string
+	headers   map[string]string
+}
+
+// createDataset creates a dataset through the API and returns its id.
+func (b *testBundle) createDataset(t *testing.T, opts datasetOpts) string {
+	t.Helper()
+	if opts.name == "" {
+		opts.name = "ds-" + uuid.NewString()[:8]
+	}
+	body := map[string]any{"name": opts.name}
+	classification := map[string]any{}
+	if opts.managedBy != "" {
+		classification["managedBy"] = opts.managedBy
+	}
+	if opts.behavior != "" {
+		classification["dataBehavior"] = opts.behavior
+	}
+	if len(classification) > 0 {
+		body["classification"] = classification
+	}
+	if opts.tags != nil {
+		body["tags"] = opts.tags
+	}
+	resp := b.do(t, request{method: http.MethodPost, path: "/dataSets", body: body, headers: opts.headers})
+	require.Equal(t, http.StatusCreated, resp.status, "body: %s", resp.body)
+	var refs []string
+	require.NoError(t, json.Unmarshal(resp.body, &refs))
+	require.Len(t, refs, 1)
+	return strings.TrimPrefix(refs[0], "@/dataSets/")
+}
+
+// getDataset returns the dataset document and its ETag.
+func (b *testBundle) getDataset(t *testing.T, id string) (map[string]any, string) {
+	t.Helper()
+	resp := b.do(t, request{method: http.MethodGet, path: "/dataSets/" + id})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	doc, ok := resp.json(t)[id].(map[string]any)
+	require.True(t, ok, "body: %s", resp.body)
+	return doc, resp.header.Get("ETag")
+}
+
+// auditCount counts the audit events of the bundle's org about asset id.
+func (b *testBundle) auditCount(t *testing.T, id string) int {
+	t.Helper()
+	var n int
+	err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE org_id = $1 AND asset_id = $2`, b.org, id).Scan(&n)
+	require.NoError(t, err)
+	return n
+}
+
+// rowExpiration returns the rowExpiration object of a store in a dataset document.
+func rowExpiration(t *testing.T, doc map[string]any, store string) map[string]any {
+	t.Helper()
+	ext, _ := doc["extensions"].(map[string]any)
+	storeDoc, _ := ext[store].(map[string]any)
+	re, ok := storeDoc["rowExpiration"].(map[string]any)
+	require.True(t, ok, "no rowExpiration for %s in %v", store, doc)
+	return re
+}

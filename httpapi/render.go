@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/acme/retention/catalog"
+)
+
+// datasetDoc is a dataset in the shape of Adobe's Catalog.
+type datasetDoc struct {
+	Name           string              `json:"name"`
+	Description    *string             `json:"description,omitempty"`
+	ImsOrg         string              `json:"imsOrg"`
+	SandboxName    string              `json:"sandboxName"`
+	Tags           map[string][]string `json:"tags"`
+	Classification classificationDoc   `json:"classification"`
+	SchemaRef      map[string]any      `json:"schemaRef,omitempty"`
+	Extensions     map[string]any      `json:"extensions"`
+	Version        string              `json:"version"`
+	Created        int64               `json:"created"`
+	Updated        int64               `json:"updated"`
+	CreatedClient  string              `json:"createdClient"`
+	CreatedUser    string              `json:"createdUser"`
+	UpdatedUser    string              `json:"updatedUser"`
+}
+
+type classificationDoc struct {
+	DataBehavior string `json:"dataBehavior"`
+	ManagedBy    string `json:"managedBy"`
+}
+
+func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
+	return datasetDoc{
+		Name: ds.Name, Description: ds.Description, ImsOrg: ds.Org, SandboxName: ds.Sandbox, Tags: ds.Tags,
+		Classification: classificationDoc{string(ds.Classification.DataBehavior), string(ds.Classification.ManagedBy)},
+		SchemaRef:      ds.SchemaRef, Extensions: extensions, Version: ds.VersionString(),
+		Created: catalog.EpochMillis(ds.Created), Updated: catalog.EpochMillis(ds.Updated),
+		CreatedClient: ds.CreatedClient, CreatedUser: ds.CreatedUser, UpdatedUser: ds.UpdatedUser,
+	}
+}
+
+// datasetExtensions merges the extension keys the caller stored with the service's own rowExpiration of each store.
+func datasetExtensions(ds *catalog.Dataset) map[string]any {
+	ext := catalog.DeepMerge(map[string]any{}, ds.Extensions)
+	for _, store := range catalog.Stores {
+		re, ok := ds.RowExpiration[store]
+		if !ok {
+			continue
+		}
+		storeDoc, _ := ext[string(store)].(map[string]any)
+		if storeDoc == nil {
+			storeDoc = map[string]any{}
+		}
+		storeDoc["rowExpiration"] = re.Document()
+		ext[string(store)] = storeDoc
+	}
+	return ext
+}
+
+// limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits.
+func limitsExtensions(limits map[catalog.Store]catalog.Limits) map[string]any {
+	ext := map[string]any{}
+	for _, store := range catalog.Stores {
+		ext[string(store)] = map[string]any{"rowExpiration": limits[store].Document()}
+	}
+	return ext
+}
+
+// keyedEntry is one member of an object keyed by dataset id.
+type keyedEntry struct {
+	ID  string
+	Doc any
+}
+
+// writeKeyed answers with a JSON object keyed by dataset id, in the given order: Adobe's Catalog answers lists
+// that way, and a Go map would lose the order.
+func writeKeyed(c echo.Context, status int, entries []keyedEntry) error {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, e := range entries {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		key, _ := json.Marshal(e.ID)
+		doc, err := json.Marshal(e.Doc)
+		if err != nil {
+			return fmt.Errorf("render dataset %s: %w", e.ID, err)
+		}
+		buf.Write(key)
+		buf.WriteByte(':')
+		buf.Write(doc)
+	}
+	buf.WriteByte('}')
+	return c.Blob(status, echo.MIMEApplicationJSON, buf.Bytes())
+}
+
+// project keeps only the named top-level properties of doc; an object with none of them renders as {}.
+func project(doc datasetDoc, properties []string) (any, error) {
+	if len(properties) == 0 {
+		return doc, nil
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("render dataset: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return nil, fmt.Errorf("render dataset: %w", err)
+	}
+	out := map[string]json.RawMessage{}
+	for _, p := range properties {
+		if v, ok := all[p]; ok {
+			out[p] = v
+		}
+	}
+	return out, nil
+}
+
+func setETag(c echo.Context, ds *catalog.Dataset) {
+	tag := `"` + ds.VersionString() + `"`
+	c.Response().Header().Set("ETag", tag)
+	c.Response().Header().Set("E-Tag", tag)
+}
+
+func referenceList(id string) []string { return []string{"@/dataSets/" + id} }

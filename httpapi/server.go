@@ -1,0 +1,120 @@
+// Package httpapi serves the service's REST API with Echo: Adobe-style gateway authentication and tenancy, the
+// Catalog dataset and TTL routes, health and metrics. It maps domain errors to HTTP statuses in one table
+// (error.go) and never imports the database driver.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/acme/retention/catalog"
+)
+
+// adobePrefix is the base path of Adobe's Catalog Service; every route is also served under it, so an Adobe client
+// works by changing only the host.
+const adobePrefix = "/data/foundation/catalog"
+
+// Config holds what the server needs. Ready reports whether the service can serve (Postgres reachable, migrations
+// applied); Registry receives the HTTP metrics and is served at /metrics.
+type Config struct {
+	Datasets catalog.DatasetService
+	Auth     *Authenticator
+	Logger   *slog.Logger
+	Ready    func(ctx context.Context) error
+	Registry *prometheus.Registry
+}
+
+// Server is the HTTP API.
+type Server struct {
+	echo     *echo.Echo
+	datasets catalog.DatasetService
+	auth     *Authenticator
+	logger   *slog.Logger
+	ready    func(ctx context.Context) error
+	metrics  *httpMetrics
+}
+
+// New returns a Server with every route registered.
+func New(cfg Config) *Server {
+	s := &Server{
+		echo: echo.New(), datasets: cfg.Datasets, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		metrics: newHTTPMetrics(cfg.Registry),
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
+	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware)
+
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	for _, prefix := range []string{"", adobePrefix} {
+		s.routes(e.Group(prefix, s.authenticate))
+	}
+	return s
+}
+
+func (s *Server) routes(g *echo.Group) {
+	read, manage := requireScope(catalog.ScopeDatasetsRead), requireScope(catalog.ScopeDatasetsManage)
+	for _, name := range []string{"dataSets", "datasets"} {
+		g.GET("/"+name, s.listDatasets, read)
+		g.POST("/"+name, s.createDataset, manage)
+		g.GET("/"+name+"/:id", s.getDataset, read)
+		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
+		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
+	}
+	g.GET("/ttl/:id", s.getTTL, read)
+}
+
+// ServeHTTP makes the server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.logger.WarnContext(ctx, "not ready", slog.Any("error", err))
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// recoverPanics turns a panicking handler into a logged 500 instead of a dropped connection.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.logger.ErrorContext(c.Request().Context(), "handler panicked",
+					slog.Any("panic", r), slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)))
+				err = echo.NewHTTPError(http.StatusInternalServerError)
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.logger.InfoContext(c.Request().Context(), "request",
+			slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+			slog.String("method", c.Request().Method), slog.String("route", c.Path()),
+			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
+		return nil
+	}
+}

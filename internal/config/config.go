@@ -1,0 +1,146 @@
+// Package config reads the service's configuration from environment variables into one typed struct, validated at
+// start: a bad value stops the process with a message naming the variable and the rule.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DevSecret signs development tokens (`retentionctl token`) when AUTH_HS256_SECRET is unset. The server accepts it
+// only with --dev, so a production deployment cannot run on a secret that is printed in the README.
+const DevSecret = "retention-dev-secret-not-for-production-use-0001"
+
+// minSecretLength is the shortest HS256 secret accepted: RFC 7518 asks for a key at least as long as the hash.
+const minSecretLength = 32
+
+// Config is the service's configuration. Fields holding secrets are tagged json:"-" so that logging the struct
+// never prints them.
+type Config struct {
+	DatabaseURL     string        `json:"-"`
+	HTTPAddr        string        `json:"http_addr"`
+	AuthHS256Secret string        `json:"-"`
+	AuthJWKSURL     string        `json:"auth_jwks_url,omitempty"`
+	LogLevel        slog.Level    `json:"log_level"`
+	API             bool          `json:"api"`
+	Scheduler       bool          `json:"scheduler"`
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	Dev             bool          `json:"dev"`
+}
+
+// Getenv reads one variable; os.Getenv in production, a map in tests.
+type Getenv func(string) string
+
+// Load reads the configuration from getenv and validates it. With dev set, DATABASE_URL may be empty (the caller
+// starts a private cluster) and the development secret is used when no other is set.
+func Load(getenv Getenv, dev bool) (*Config, error) {
+	cfg := &Config{
+		DatabaseURL:     getenv("DATABASE_URL"),
+		HTTPAddr:        orDefault(getenv("HTTP_ADDR"), "127.0.0.1:8080"),
+		AuthHS256Secret: getenv("AUTH_HS256_SECRET"),
+		AuthJWKSURL:     getenv("AUTH_JWKS_URL"),
+		Dev:             dev,
+	}
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var err error
+	cfg.LogLevel, err = parseLevel(getenv("LOG_LEVEL"))
+	add(err)
+	cfg.API, err = parseBool("RETENTIOND_API", getenv("RETENTIOND_API"), true)
+	add(err)
+	cfg.Scheduler, err = parseBool("RETENTIOND_SCHEDULER", getenv("RETENTIOND_SCHEDULER"), true)
+	add(err)
+	cfg.ShutdownTimeout, err = parseDuration("SHUTDOWN_TIMEOUT", getenv("SHUTDOWN_TIMEOUT"), 30*time.Second)
+	add(err)
+	add(cfg.validate())
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.DatabaseURL == "" && !c.Dev {
+		errs = append(errs, errors.New("DATABASE_URL is required (a postgres:// URL), unless the server runs with --dev"))
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		errs = append(errs, errors.New("DATABASE_URL must be a postgres:// or postgresql:// URL"))
+	}
+	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("HTTP_ADDR must be host:port, such as 127.0.0.1:8080; got %q", c.HTTPAddr))
+	}
+	errs = append(errs, c.validateAuth())
+	if !c.API && !c.Scheduler {
+		errs = append(errs, errors.New("RETENTIOND_API and RETENTIOND_SCHEDULER are both false: the process would do nothing"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateAuth() error {
+	if c.AuthHS256Secret == "" && c.Dev {
+		c.AuthHS256Secret = DevSecret
+	}
+	if c.AuthHS256Secret == DevSecret && !c.Dev {
+		return errors.New("AUTH_HS256_SECRET must not be the development secret outside --dev")
+	}
+	if c.AuthHS256Secret != "" && len(c.AuthHS256Secret) < minSecretLength {
+		return fmt.Errorf("AUTH_HS256_SECRET must be at least %d bytes long", minSecretLength)
+	}
+	if c.AuthHS256Secret == "" && c.AuthJWKSURL == "" {
+		return errors.New("AUTH_HS256_SECRET or AUTH_JWKS_URL is required to verify tokens")
+	}
+	if c.AuthJWKSURL != "" && !strings.HasPrefix(c.AuthJWKSURL, "https://") && !strings.HasPrefix(c.AuthJWKSURL, "http://") {
+		return errors.New("AUTH_JWKS_URL must be an http:// or https:// URL")
+	}
+	return nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func parseLevel(v string) (slog.Level, error) {
+	var l slog.Level
+	if v == "" {
+		return slog.LevelInfo, nil
+	}
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		return l, fmt.Errorf("LOG_LEVEL must be debug, info, warn or error; got %q", v)
+	}
+	return l, nil
+}
+
+func parseBool(name, v string, def bool) (bool, error) {
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return def, fmt.Errorf("%s must be true or false; got %q", name, v)
+	}
+	return b, nil
+}
+
+func parseDuration(name, v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return def, fmt.Errorf("%s must be a positive Go duration such as 30s; got %q", name, v)
+	}
+	return d, nil
+}

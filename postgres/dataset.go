@@ -1,0 +1,364 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/retention/audit"
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
+)
+
+// DatasetService implements catalog.DatasetService.
+type DatasetService struct{ db *DB }
+
+// NewDatasetService returns a DatasetService on db.
+func NewDatasetService(db *DB) *DatasetService { return &DatasetService{db: db} }
+
+var _ catalog.DatasetService = (*DatasetService)(nil)
+
+const datasetColumns = `d.id, d.org_id, d.sandbox_name, d.name, d.description, d.tags, d.data_behavior, d.managed_by,
+       d.schema_ref, d.extensions, d.version, d.created_at, d.updated_at, d.created_user, d.updated_user, d.created_client`
+
+// scopeCondition keeps every query inside the caller's org and sandbox and away from deleted datasets.
+const scopeCondition = `d.org_id = $1 AND d.sandbox_name = $2 AND d.deleted_at IS NULL`
+
+func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
+	var ds catalog.Dataset
+	var behavior, managedBy string
+	err := row.Scan(&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
+		&ds.SchemaRef, &ds.Extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
+		&ds.CreatedClient)
+	if err != nil {
+		return nil, err
+	}
+	ds.Classification = catalog.Classification{DataBehavior: catalog.DataBehavior(behavior), ManagedBy: catalog.ManagedBy(managedBy)}
+	ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
+	return &ds, nil
+}
+
+const selectRowExpirations = `
+SELECT dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at
+FROM row_expirations WHERE dataset_id = ANY($1)`
+
+// attachRowExpirations loads the row-expiration settings of the datasets in one query.
+func attachRowExpirations(ctx context.Context, q querier, datasets []*catalog.Dataset) error {
+	if len(datasets) == 0 {
+		return nil
+	}
+	byID := make(map[string]*catalog.Dataset, len(datasets))
+	ids := make([]string, 0, len(datasets))
+	for _, ds := range datasets {
+		byID[ds.ID] = ds
+		ids = append(ids, ds.ID)
+	}
+	rows, err := q.Query(ctx, selectRowExpirations, ids)
+	if err != nil {
+		return fmt.Errorf("read row expirations: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, store, status, setBy string
+		var ttl *string
+		var re catalog.RowExpiration
+		if err := rows.Scan(&id, &store, &ttl, &status, &setBy, &re.Updated, &re.LastCompleted); err != nil {
+			return fmt.Errorf("read row expirations: %w", err)
+		}
+		re.ValueStatus, re.SetBy = status, setBy
+		if ttl != nil {
+			p, err := retention.ParsePeriod(*ttl)
+			if err != nil {
+				return fmt.Errorf("stored ttl_value of %s/%s: %w", id, store, err)
+			}
+			re.TTL = &p
+		}
+		byID[id].RowExpiration[catalog.Store(store)] = re
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read row expirations: %w", err)
+	}
+	return nil
+}
+
+func notFoundMessage(id string) string {
+	return fmt.Sprintf("dataset %s was not found", id)
+}
+
+// findDataset reads one dataset of the caller's scope, locking it for the transaction when forUpdate is set.
+func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, forUpdate bool) (*catalog.Dataset, error) {
+	query := `SELECT ` + datasetColumns + ` FROM datasets d WHERE ` + scopeCondition + ` AND d.id = $3`
+	if forUpdate {
+		query += ` FOR UPDATE`
+	}
+	ds, err := scanDataset(q.QueryRow(ctx, query, c.Org, c.Sandbox, id))
+	if err != nil {
+		return nil, translate(err, notFoundMessage(id))
+	}
+	if err := attachRowExpirations(ctx, q, []*catalog.Dataset{ds}); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// FindDatasetByID implements catalog.DatasetService.
+func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, error) {
+	var ds *catalog.Dataset
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		ds, err = findDataset(ctx, tx, c, id, false)
+		return err
+	})
+	return ds, err
+}
+
+// FindDatasets implements catalog.DatasetService.
+func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f catalog.DatasetFilter) ([]*catalog.Dataset, error) {
+	query, args := datasetQuery(c, f)
+	rows, err := s.db.Pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list datasets: %w", err)
+	}
+	datasets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Dataset, error) { return scanDataset(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list datasets: %w", err)
+	}
+	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
+		return nil, err
+	}
+	return datasets, nil
+}
+
+// orderColumns maps the orderable fields of the API to columns; nothing else reaches ORDER BY.
+var orderColumns = map[string]string{"name": "d.name", "created": "d.created_at", "updated": "d.updated_at"}
+
+func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
+	args := []any{c.Org, c.Sandbox}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	where := []string{scopeCondition}
+	if len(f.Names) > 0 {
+		where = append(where, "d.name = ANY("+arg(f.Names)+")")
+	}
+	if len(f.NotNames) > 0 {
+		where = append(where, "d.name <> ALL("+arg(f.NotNames)+")")
+	}
+	for _, t := range f.Tags {
+		where = append(where, tagCondition(t, arg))
+	}
+	var order []string
+	for _, o := range f.OrderBy {
+		dir := " ASC"
+		if o.Desc {
+			dir = " DESC"
+		}
+		order = append(order, orderColumns[o.Field]+dir)
+	}
+	order = append(order, "d.created_at ASC", "d.id ASC")
+	query := `SELECT ` + datasetColumns + ` FROM datasets d WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY ` + strings.Join(order, ", ")
+	if !f.IncludeAll {
+		query += ` LIMIT ` + arg(f.Limit) + ` OFFSET ` + arg(f.Offset)
+	}
+	return query, args
+}
+
+// tagCondition matches a tag name and a value pattern in which "*" is a wildcard.
+func tagCondition(t catalog.TagFilter, arg func(any) string) string {
+	if t.Value == "*" {
+		return "d.tags ? " + arg(t.Name)
+	}
+	escaped := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(t.Value)
+	pattern := strings.ReplaceAll(escaped, "*", "%")
+	return "EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof(d.tags -> " + arg(t.Name) +
+		") = 'array' THEN d.tags -> " + arg(t.Name) + " ELSE '[]' END) v WHERE v LIKE " + arg(pattern) + ")"
+}
+
+const insertDataset = `
+INSERT INTO datasets (id, org_id, sandbox_name, name, description, tags, data_behavior, managed_by, schema_ref,
+                      extensions, version, created_at, updated_at, created_user, updated_user, created_client)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+
+const upsertRowExpiration = `
+INSERT INTO row_expirations (dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (dataset_id, store) DO UPDATE
+SET ttl_value = EXCLUDED.ttl_value, value_status = EXCLUDED.value_status, set_by = EXCLUDED.set_by,
+    updated_at = EXCLUDED.updated_at`
+
+// CreateDataset implements catalog.DatasetService.
+func (s *DatasetService) CreateDataset(ctx context.Context, c *catalog.Caller, create catalog.DatasetCreate) (*catalog.Dataset, error) {
+	now := s.db.now()
+	var ds *catalog.Dataset
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		limits, err := findLimits(ctx, tx, c.Org)
+		if err != nil {
+			return err
+		}
+		ds = catalog.NewDataset(create, limits, c, catalog.NewDatasetID(), now)
+		_, err = tx.Exec(ctx, insertDataset, ds.ID, ds.Org, ds.Sandbox, ds.Name, ds.Description, ds.Tags,
+			string(ds.Classification.DataBehavior), string(ds.Classification.ManagedBy), ds.SchemaRef,
+			nonNil(ds.Extensions), ds.Version, ds.Created, ds.Updated, ds.CreatedUser, ds.UpdatedUser, ds.CreatedClient)
+		if err != nil {
+			if catalog.ErrorCode(translate(err, "")) == catalog.ECONFLICT {
+				return catalog.Errorf(catalog.ECONFLICT, "a dataset named %q already exists in sandbox %s", ds.Name, ds.Sandbox)
+			}
+			return fmt.Errorf("insert dataset %s: %w", ds.ID, err)
+		}
+		for store, re := range ds.RowExpiration {
+			if err := writeRowExpiration(ctx, tx, ds.ID, store, re); err != nil {
+				return err
+			}
+		}
+		return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionCreate, now, createDetails(ds)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+func createDetails(ds *catalog.Dataset) map[string]any {
+	stores := map[string]any{}
+	for store, re := range ds.RowExpiration {
+		stores[string(store)] = map[string]any{"after": re.Document()}
+	}
+	if len(stores) == 0 {
+		return map[string]any{}
+	}
+	return map[string]any{"rowExpiration": stores}
+}
+
+func writeRowExpiration(ctx context.Context, tx pgx.Tx, id string, store catalog.Store, re catalog.RowExpiration) error {
+	var ttl *string
+	if re.TTL != nil {
+		v := re.TTL.String()
+		ttl = &v
+	}
+	_, err := tx.Exec(ctx, upsertRowExpiration, id, string(store), ttl, re.ValueStatus, re.SetBy, re.Updated, re.LastCompleted)
+	if err != nil {
+		return fmt.Errorf("write row expiration %s/%s: %w", id, store, err)
+	}
+	return nil
+}
+
+func nonNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func datasetEvent(c *catalog.Caller, ds *catalog.Dataset, action string, now time.Time, details map[string]any) *audit.Event {
+	return &audit.Event{
+		Org: ds.Org, Sandbox: ds.Sandbox, Timestamp: now, RequestID: c.RequestID, AssetType: audit.AssetDataset,
+		AssetID: ds.ID, AssetName: ds.Name, Action: action, Status: audit.StatusSuccess, User: c.User,
+		ClientID: c.ClientID, Details: details,
+	}
+}
+
+const softDeleteDataset = `UPDATE datasets SET deleted_at = $2, updated_at = $2, updated_user = $3 WHERE id = $1`
+
+// DeleteDataset implements catalog.DatasetService.
+func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, id string) error {
+	now := s.db.now()
+	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+		ds, err := findDataset(ctx, tx, c, id, true)
+		if err != nil {
+			return err
+		}
+		if ds.Classification.ManagedBy == catalog.System {
+			return catalog.Errorf(catalog.EFORBIDDEN, "dataset %s is managed by the SYSTEM and cannot be deleted", id)
+		}
+		if _, err := tx.Exec(ctx, softDeleteDataset, id, now, c.User); err != nil {
+			return fmt.Errorf("delete dataset %s: %w", id, err)
+		}
+		return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionDelete, now, map[string]any{}))
+	})
+}
+
+const updateDataset = `
+UPDATE datasets SET description = $2, tags = $3, extensions = $4, version = $5, updated_at = $6, updated_user = $7
+WHERE id = $1`
+
+// PatchDataset implements catalog.DatasetService. The dataset row is locked for the transaction, so concurrent
+// patches of different fields apply one after the other and none is lost, whichever replica serves them.
+func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id string, p *catalog.Patch, ifMatch string) (*catalog.Dataset, error) {
+	now := s.db.now()
+	var next *catalog.Dataset
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		ds, err := findDataset(ctx, tx, c, id, true)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(ds, ifMatch); err != nil {
+			return err
+		}
+		limits, err := findLimits(ctx, tx, c.Org)
+		if err != nil {
+			return err
+		}
+		var change *catalog.Change
+		next, change, err = catalog.ApplyPatch(ds, p, limits, c, now)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, updateDataset, id, next.Description, next.Tags, nonNil(next.Extensions),
+			next.Version, next.Updated, next.UpdatedUser); err != nil {
+			return fmt.Errorf("update dataset %s: %w", id, err)
+		}
+		for store, ch := range change.RowExpiration {
+			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
+				return err
+			}
+		}
+		return writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails()))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// checkIfMatch compares an If-Match header with the dataset's version. Clients may send the ETag quoted or bare,
+// and a list of tags, as RFC 9110 allows.
+func checkIfMatch(ds *catalog.Dataset, ifMatch string) error {
+	if ifMatch == "" {
+		return nil
+	}
+	current := ds.VersionString()
+	for _, tag := range strings.Split(ifMatch, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" || strings.Trim(tag, `"`) == current {
+			return nil
+		}
+	}
+	return &catalog.Error{Code: catalog.EPRECONDITION, Type: "version-mismatch", Field: "If-Match",
+		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", ifMatch, current, ds.ID)}
+}
+
+// TTLLimits implements catalog.DatasetService.
+func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, map[catalog.Store]catalog.Limits, error) {
+	ds, err := s.FindDatasetByID(ctx, c, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ds.IsTimeSeries() {
+		return nil, nil, catalog.ErrNotTimeSeries(ds)
+	}
+	all, err := findLimits(ctx, s.db.Pool, c.Org)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[catalog.Store]catalog.Limits{}
+	for _, store := range catalog.Stores {
+		out[store] = all[catalog.PolicyKey{Store: store, ManagedBy: ds.Classification.ManagedBy}]
+	}
+	return ds, out, nil
+}

@@ -1,0 +1,99 @@
+// Package postgres implements the domain services on PostgreSQL through pgx: datasets, TTL policies, audit events
+// and the schema migrations. It is the only package that speaks SQL; it translates pgx errors into catalog errors at
+// its boundary, so callers never see a driver type.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/acme/retention/catalog"
+)
+
+// DB is the service's connection pool with an injected clock, so that tests control every timestamp written.
+type DB struct {
+	Pool   *pgxpool.Pool
+	Logger *slog.Logger
+	// Now returns the current time; every row written in one transaction shares one reading of it.
+	Now func() time.Time
+}
+
+// Open connects to the database at url. Sessions run in UTC, because period arithmetic on timestamptz follows the
+// session time zone and the expiry rule is defined in UTC.
+func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "retentiond"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &DB{Pool: pool, Logger: logger, Now: time.Now}, nil
+}
+
+// Close closes the pool, waiting for acquired connections to be released.
+func (db *DB) Close() { db.Pool.Close() }
+
+// now returns the clock's time in UTC at millisecond precision: the API shows epoch milliseconds, so storing more
+// would make a value read back differ from the one shown.
+func (db *DB) now() time.Time { return db.Now().UTC().Truncate(time.Millisecond) }
+
+// inTx runs fn in a transaction that commits when fn returns nil and rolls back otherwise.
+func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db.Pool, fn)
+}
+
+// Ready returns nil when Postgres answers and every migration is applied.
+func (db *DB) Ready(ctx context.Context) error {
+	status, err := MigrationStatus(ctx, db.Pool)
+	if err != nil {
+		return err
+	}
+	for _, m := range status {
+		if !m.Applied {
+			return fmt.Errorf("migration %04d_%s is not applied", m.Version, m.Name)
+		}
+	}
+	return nil
+}
+
+// SQLSTATE codes the adapter translates.
+const (
+	uniqueViolation = "23505"
+)
+
+// translate turns driver errors into catalog errors: no rows means not found, a unique violation a conflict.
+// Everything else stays as it is and surfaces as an internal error.
+func translate(err error, notFound string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Errorf(catalog.ENOTFOUND, "%s", notFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
+		return catalog.Errorf(catalog.ECONFLICT, "%s", pgErr.Detail)
+	}
+	return err
+}
+
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
