@@ -36,7 +36,7 @@ type testBundle struct {
 	now   time.Time // the clock's start; every reading is later
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	db := testdb.NewDB(t)
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
@@ -59,7 +59,7 @@ func newOrg() string {
 	return strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", "")[:24]) + "@AdobeOrg"
 }
 
-func mintToken(t *testing.T, org string, scopes []string, ttl time.Duration) string {
+func mintToken(t testing.TB, org string, scopes []string, ttl time.Duration) string {
 	t.Helper()
 	token, err := httpapi.MintToken(testSecret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "tester@example.com", ExpiresAt: jwt.NewNumericDate(time.Now().Add(ttl))},
@@ -83,14 +83,14 @@ type response struct {
 	body   []byte
 }
 
-func (r *response) json(t *testing.T) map[string]any {
+func (r *response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var v map[string]any
 	require.NoError(t, json.Unmarshal(r.body, &v), "body: %s", r.body)
 	return v
 }
 
-func (r *response) problem(t *testing.T) httpapi.Problem {
+func (r *response) problem(t testing.TB) httpapi.Problem {
 	t.Helper()
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "body: %s", r.body)
 	var p httpapi.Problem
@@ -98,7 +98,7 @@ func (r *response) problem(t *testing.T) httpapi.Problem {
 	return p
 }
 
-func (b *testBundle) do(t *testing.T, req request) *response {
+func (b *testBundle) do(t testing.TB, req request) *response {
 	t.Helper()
 	var body io.Reader
 	contentType := ""
@@ -146,7 +146,7 @@ type datasetOpts struct {
 }
 
 // createDataset creates a dataset through the API and returns its id.
-func (b *testBundle) createDataset(t *testing.T, opts datasetOpts) string {
+func (b *testBundle) createDataset(t testing.TB, opts datasetOpts) string {
 	t.Helper()
 	if opts.name == "" {
 		opts.name = "ds-" + uuid.NewString()[:8]
@@ -174,7 +174,7 @@ func (b *testBundle) createDataset(t *testing.T, opts datasetOpts) string {
 }
 
 // getDataset returns the dataset document and its ETag.
-func (b *testBundle) getDataset(t *testing.T, id string) (map[string]any, string) {
+func (b *testBundle) getDataset(t testing.TB, id string) (map[string]any, string) {
 	t.Helper()
 	resp := b.do(t, request{method: http.MethodGet, path: "/dataSets/" + id})
 	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
@@ -184,7 +184,7 @@ func (b *testBundle) getDataset(t *testing.T, id string) (map[string]any, string
 }
 
 // auditCount counts the audit events of the bundle's org about asset id.
-func (b *testBundle) auditCount(t *testing.T, id string) int {
+func (b *testBundle) auditCount(t testing.TB, id string) int {
 	t.Helper()
 	var n int
 	err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE org_id = $1 AND asset_id = $2`, b.org, id).Scan(&n)
@@ -193,7 +193,7 @@ func (b *testBundle) auditCount(t *testing.T, id string) int {
 }
 
 // rowExpiration returns the rowExpiration object of a store in a dataset document.
-func rowExpiration(t *testing.T, doc map[string]any, store string) map[string]any {
+func rowExpiration(t testing.TB, doc map[string]any, store string) map[string]any {
 	t.Helper()
 	ext, _ := doc["extensions"].(map[string]any)
 	storeDoc, _ := ext[store].(map[string]any)

@@ -1,0 +1,88 @@
+# Makefile for the retention service. `make` (or `make help`) lists the
+# targets; each target's `## text` is its help line.
+#
+# Tools the build needs besides Go live in .tools/ (ignored by git) at pinned
+# versions, so every machine and CI run the same ones without installing
+# anything system-wide.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+GO ?= go
+# PKG and TESTFLAGS narrow or tune `make test`, e.g.
+#   make test PKG=./retention/ TESTFLAGS='-run TestParse -v'
+PKG ?= ./...
+TESTFLAGS ?=
+
+TOOLS := $(CURDIR)/.tools
+
+# newman runs the Postman collections in the API tests; tests find it
+# through $NEWMAN. Bump the pin deliberately: `npm view newman version`.
+NEWMAN_VERSION := 6.2.2
+NEWMAN := $(TOOLS)/node/node_modules/.bin/newman
+
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
+
+.PHONY: help run build test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench clean
+
+help: ## show this list of targets
+	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-20s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+run: ## run retentiond locally (starts a private PostgreSQL unless DATABASE_URL is set)
+	$(GO) run ./cmd/retentiond --dev
+
+build: ## build the binaries into bin/
+	$(GO) build -o bin/ ./cmd/...
+
+# Without TEST_DATABASE_URL the tests get a throwaway PostgreSQL cluster from
+# pgrun, started before and removed after `go test`; with it they use that
+# database as is.
+test: tools-newman ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+ifeq ($(strip $(TEST_DATABASE_URL)),)
+	NEWMAN=$(NEWMAN) $(GO) run ./internal/tools/pgrun -- $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
+else
+	NEWMAN=$(NEWMAN) $(GO) test -race -count=1 $(TESTFLAGS) $(PKG)
+endif
+
+# Installs only when newman is missing or not the pinned version, so repeated
+# `make test` runs do not touch the network.
+tools-newman: ## install the pinned newman (Postman CLI, for the API tests) into .tools/node
+	@installed=$$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' $(TOOLS)/node/node_modules/newman/package.json 2>/dev/null | head -n1 || true); \
+	if [ ! -x "$(NEWMAN)" ] || [ "$$installed" != "$(NEWMAN_VERSION)" ]; then \
+		echo "installing newman@$(NEWMAN_VERSION) into $(TOOLS)/node"; \
+		mkdir -p $(TOOLS)/node; \
+		npm install --prefix $(TOOLS)/node --no-audit --no-fund --no-update-notifier --loglevel=error newman@$(NEWMAN_VERSION); \
+	fi
+
+tools-golangci-lint: ## install the pinned golangci-lint into .tools/bin
+	@if ! "$(GOLANGCI_LINT)" version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION:v%=%) "; then \
+		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into $(TOOLS)/bin"; \
+		GOBIN=$(TOOLS)/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+
+lint: tools-golangci-lint ## run golangci-lint (config: .golangci.yml)
+	$(GOLANGCI_LINT) run $(PKG)
+
+fmt: ## format the Go code (gofmt -s)
+	gofmt -s -w $$($(GO) list -f '{{.Dir}}' ./...)
+
+vet: ## run go vet
+	$(GO) vet $(PKG)
+
+tidy: ## tidy go.mod and go.sum
+	$(GO) mod tidy
+
+fuzz: ## fuzz the retention period parser for 30s
+	$(GO) test -run='^$$' -fuzz=FuzzParsePeriod -fuzztime=30s ./retention/
+
+bench: ## run the benchmarks (not yet written)
+	@echo "benchmarks: see docs/benchmarks.md (not yet written)"
+
+# .tools (pinned tools) and .data (the dev database) are kept: both are slow
+# to rebuild and .data holds the developer's local data.
+clean: ## remove build and test outputs (keeps .tools and .data)
+	rm -rf bin/ coverage.out coverage.html cover.out *.test *.prof
