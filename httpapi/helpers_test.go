@@ -34,23 +34,42 @@ type testBundle struct {
 	org   string
 	token string
 	now   time.Time // the clock's start; every reading is later
+	api   *httpapi.Server
+
+	clock  *atomic.Int64 // epoch ms of the last clock reading
+	chunks chan int     // rows of each committed ingestion chunk
 }
+
+// testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.
+const testChunkRows = 50
+
+// setNow moves the service's clock: its next reading is t.
+func (b *testBundle) setNow(t time.Time) { b.clock.Store(t.UnixMilli() - 1) }
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	db := testdb.NewDB(t)
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	var ticks atomic.Int64
-	// Each reading of the clock is one second after the last, so that the order of creation is the order of times.
-	db.Now = func() time.Time { return now.Add(time.Duration(ticks.Add(1)) * time.Second) }
+	b := &testBundle{db: db, org: newOrg(), now: now, clock: &atomic.Int64{}, chunks: make(chan int, 100)}
+	b.clock.Store(now.UnixMilli())
+	// Each reading of the clock is a millisecond after the last, so that the order of creation is the order of
+	// times; setNow moves it.
+	db.Now = func() time.Time { return time.UnixMilli(b.clock.Add(1)).UTC() }
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
-	api := httpapi.New(httpapi.Config{
-		Datasets: postgres.NewDatasetService(db), Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry(),
+	b.api = httpapi.New(httpapi.Config{
+		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Auth: auth,
+		Ready: db.Ready, Registry: prometheus.NewRegistry(),
+		ChunkCommitted: func(n int) {
+			select {
+			case b.chunks <- n:
+			default:
+			}
+		},
 	})
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(b.api)
 	t.Cleanup(srv.Close)
-	b := &testBundle{url: srv.URL, db: db, org: newOrg(), now: now}
+	b.url = srv.URL
 	b.token = mintToken(t, b.org, allScopes, time.Hour)
 	return b
 }

@@ -25,27 +25,33 @@ const adobePrefix = "/data/foundation/catalog"
 // applied); Registry receives the HTTP metrics and is served at /metrics.
 type Config struct {
 	Datasets catalog.DatasetService
+	Rows     catalog.RowService
 	Auth     *Authenticator
 	Logger   *slog.Logger
 	Ready    func(ctx context.Context) error
 	Registry *prometheus.Registry
+	// ChunkCommitted, when set, is told of every ingestion chunk committed; tests use it to watch streaming.
+	ChunkCommitted func(rows int)
 }
 
 // Server is the HTTP API.
 type Server struct {
 	echo     *echo.Echo
 	datasets catalog.DatasetService
+	rows     catalog.RowService
 	auth     *Authenticator
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
 	metrics  *httpMetrics
+
+	chunkCommitted func(rows int)
 }
 
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
-		metrics: newHTTPMetrics(cfg.Registry),
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -73,6 +79,9 @@ func (s *Server) routes(g *echo.Group) {
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
 		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
+		g.POST("/"+name+"/:id/rows", s.ingestRows, manage)
+		g.GET("/"+name+"/:id/rows", s.listRows, read)
+		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
 }

@@ -215,6 +215,9 @@ func (s *DatasetService) CreateDataset(ctx context.Context, c *catalog.Caller, c
 			if err := writeRowExpiration(ctx, tx, ds.ID, store, re); err != nil {
 				return err
 			}
+			if err := startSetting(ctx, tx, ds.ID, store, re.TTL, now); err != nil {
+				return err
+			}
 		}
 		return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionCreate, now, createDetails(ds)))
 	})
@@ -317,6 +320,11 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
 				return err
 			}
+			if !samePeriod(ch.Before.TTL, ch.After.TTL) {
+				if err := startSetting(ctx, tx, id, store, ch.After.TTL, now); err != nil {
+					return err
+				}
+			}
 		}
 		return writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails()))
 	})
@@ -361,4 +369,35 @@ func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id st
 		out[store] = all[catalog.PolicyKey{Store: store, ManagedBy: ds.Classification.ManagedBy}]
 	}
 	return ds, out, nil
+}
+
+const (
+	// GREATEST keeps the history ordered when replicas' clocks differ by a little.
+	endSetting = `UPDATE ttl_settings SET effective_until = GREATEST($3, effective_from)
+WHERE dataset_id = $1 AND store = $2 AND effective_until IS NULL`
+	insertSetting = `INSERT INTO ttl_settings (dataset_id, store, ttl, effective_from) VALUES ($1, $2, $3::interval, $4)`
+)
+
+// startSetting ends the store's current TTL setting and starts a new one at now. Reads and runs judge expiry by
+// this history, which is how a TTL change takes effect at once without rewriting the store's rows.
+func startSetting(ctx context.Context, tx pgx.Tx, id string, store catalog.Store, ttl *retention.Period, now time.Time) error {
+	if _, err := tx.Exec(ctx, endSetting, id, string(store), now); err != nil {
+		return fmt.Errorf("end TTL setting of %s/%s: %w", id, store, err)
+	}
+	var interval *string
+	if ttl != nil {
+		v := ttl.Interval()
+		interval = &v
+	}
+	if _, err := tx.Exec(ctx, insertSetting, id, string(store), interval, now); err != nil {
+		return fmt.Errorf("start TTL setting of %s/%s: %w", id, store, err)
+	}
+	return nil
+}
+
+func samePeriod(a, b *retention.Period) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,11 @@ type DB struct {
 	Logger *slog.Logger
 	// Now returns the current time; every row written in one transaction shares one reading of it.
 	Now func() time.Time
+
+	// partitions caches the names of row partitions known to exist, so ingestion does not ask the catalog for
+	// every chunk. A partition a run drops is forgotten; one dropped by another replica is recreated on error.
+	partitionsMu sync.Mutex
+	partitions   map[string]struct{}
 }
 
 // Open connects to the database at url. Sessions run in UTC, because period arithmetic on timestamptz follows the

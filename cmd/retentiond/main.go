@@ -99,6 +99,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	logger.Info("migrations applied", slog.Int("count", applied))
 
 	datasets := postgres.NewDatasetService(db)
+	rows := postgres.NewRowService(db, 0)
 	if cfg.Dev {
 		if err := printDevWelcome(ctx, cfg, datasets, stdout); err != nil {
 			return err
@@ -116,7 +117,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		pgxpoolprometheus.NewCollector(db.Pool, map[string]string{"db_name": db.Pool.Config().ConnConfig.Database}))
-	api := httpapi.New(httpapi.Config{Datasets: datasets, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry})
+	api := httpapi.New(httpapi.Config{Datasets: datasets, Rows: rows, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry})
 	return listen(ctx, cfg, api, logger)
 }
 

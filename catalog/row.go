@@ -1,0 +1,261 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/acme/retention/retention"
+)
+
+// MaxRowIDLength bounds a row's _id.
+const MaxRowIDLength = 256
+
+// Row is one event row of a dataset, as stored.
+type Row struct {
+	ID         string
+	Timestamp  time.Time
+	IngestedAt time.Time
+	OwnExpiry  *time.Time // the row's own expiry, overriding the dataset's TTL
+	Never      bool       // _ttl: -1
+	Payload    []byte     // the event's other fields, as a JSON object
+	// Expiry is the row's expiry under the store's current TTL; nil when it has none (TTL null or _ttl -1).
+	Expiry *time.Time
+}
+
+// RowInput is a validated event line, ready to be stored.
+type RowInput struct {
+	ID          string
+	ClientID    bool // the _id came from the client, so an existing row with it must be replaced
+	Timestamp   time.Time
+	IngestedAt  *time.Time // an operator's import may keep the original ingestion time; nil means now
+	OwnExpiry   *time.Time
+	Never       bool
+	Payload     []byte
+	PayloadSize int
+}
+
+// RowContext is what validating a dataset's rows needs to know about it.
+type RowContext struct {
+	Dataset *Dataset
+	Lake    Limits // the lake store's limits, which bound a row's own expiry
+	// AllowIngestedAt admits an _ingestedAt field: only an operator's import may backdate ingestion.
+	AllowIngestedAt bool
+}
+
+// ParseRow validates one event. Rejections are EINVALID errors whose message names the field and the rule.
+func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
+	var in RowInput
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return in, rowErr("", "the event must be a JSON object")
+	}
+	if dec.More() {
+		return in, rowErr("", "the event must be a single JSON object")
+	}
+	var err error
+	if in.Timestamp, err = rc.parseTimestamp(obj); err != nil {
+		return in, err
+	}
+	if in.ID, in.ClientID, err = parseRowID(obj); err != nil {
+		return in, err
+	}
+	if err := rc.parseOverride(obj, &in); err != nil {
+		return in, err
+	}
+	if in.IngestedAt, err = rc.parseIngestedAt(obj); err != nil {
+		return in, err
+	}
+	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
+		delete(obj, k)
+	}
+	if in.Payload, err = json.Marshal(obj); err != nil {
+		return in, rowErr("", "the event's fields could not be encoded")
+	}
+	in.PayloadSize = len(in.Payload)
+	return in, nil
+}
+
+func rowErr(field, format string, args ...any) *Error {
+	return &Error{Code: EINVALID, Type: "invalid-row", Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// timestampRange keeps event times where monthly placement and calendar arithmetic stay well defined.
+var timestampRange = [2]time.Time{time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}
+
+func (rc RowContext) parseTimestamp(obj map[string]any) (time.Time, error) {
+	raw, ok := obj["timestamp"]
+	if !ok || raw == nil {
+		if rc.Dataset.IsTimeSeries() {
+			return time.Time{}, rowErr("timestamp", "timestamp is required in a time-series dataset (an RFC 3339 time such as 2026-01-31T12:00:00Z)")
+		}
+		return time.Time{}, nil
+	}
+	return parseTime("timestamp", raw)
+}
+
+func parseTime(field string, raw any) (time.Time, error) {
+	s, ok := raw.(string)
+	if !ok {
+		return time.Time{}, rowErr(field, "%s must be an RFC 3339 time string, got %s", field, jsonType(raw))
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, rowErr(field, "%s %q is not an RFC 3339 time such as 2026-01-31T12:00:00Z", field, compact(s))
+	}
+	if t.Before(timestampRange[0]) || !t.Before(timestampRange[1]) {
+		return time.Time{}, rowErr(field, "%s %s must lie between 1900 and 9000", field, s)
+	}
+	return t.UTC(), nil
+}
+
+func parseRowID(obj map[string]any) (string, bool, error) {
+	raw, ok := obj["_id"]
+	if !ok || raw == nil {
+		return uuid.Must(uuid.NewV7()).String(), false, nil
+	}
+	id, ok := raw.(string)
+	if !ok || id == "" || len(id) > MaxRowIDLength {
+		return "", false, rowErr("_id", "_id must be a string of 1 to %d bytes", MaxRowIDLength)
+	}
+	return id, true, nil
+}
+
+func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
+	expiresAt, hasExpiresAt := obj["_expiresAt"]
+	ttl, hasTTL := obj["_ttl"]
+	if hasExpiresAt && hasTTL {
+		return rowErr("_ttl", "send _expiresAt or _ttl, not both")
+	}
+	if !hasExpiresAt && !hasTTL {
+		return nil
+	}
+	if !rc.Dataset.IsTimeSeries() {
+		return rowErr("_ttl", "row expiry overrides apply only to time-series datasets")
+	}
+	if hasExpiresAt {
+		t, err := parseTime("_expiresAt", expiresAt)
+		if err != nil {
+			return err
+		}
+		in.OwnExpiry = &t
+		return rc.checkOverride("_expiresAt", in.Timestamp, t)
+	}
+	if n, ok := ttl.(json.Number); ok && n.String() == "-1" {
+		if rc.Lake.Max != nil {
+			return rowErr("_ttl", "_ttl -1 (never expire) is allowed only where the lake store has no maxValue; its maxValue is %s", *rc.Lake.Max)
+		}
+		in.Never = true
+		return nil
+	}
+	s, ok := ttl.(string)
+	if !ok {
+		return rowErr("_ttl", "_ttl must be an ISO-8601 period string such as \"P90D\", or the number -1 for never")
+	}
+	p, err := retention.ParsePeriod(s)
+	if err != nil {
+		return rowErr("_ttl", "_ttl: %v", err)
+	}
+	t := p.AddTo(in.Timestamp)
+	in.OwnExpiry = &t
+	return rc.checkOverride("_ttl", in.Timestamp, t)
+}
+
+// checkOverride keeps a row's own expiry, counted from its timestamp, within the lake store's limits.
+func (rc RowContext) checkOverride(field string, ts, expiry time.Time) error {
+	if lowest := rc.Lake.Min.AddTo(ts); expiry.Before(lowest) {
+		return rowErr(field, "%s: the row's expiry %s is earlier than timestamp + minValue %s (%s)",
+			field, expiry.Format(time.RFC3339), rc.Lake.Min, lowest.Format(time.RFC3339))
+	}
+	if rc.Lake.Max != nil {
+		if highest := rc.Lake.Max.AddTo(ts); expiry.After(highest) {
+			return rowErr(field, "%s: the row's expiry %s is later than timestamp + maxValue %s (%s)",
+				field, expiry.Format(time.RFC3339), *rc.Lake.Max, highest.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+func (rc RowContext) parseIngestedAt(obj map[string]any) (*time.Time, error) {
+	raw, ok := obj["_ingestedAt"]
+	if !ok {
+		return nil, nil
+	}
+	if !rc.AllowIngestedAt {
+		return nil, rowErr("_ingestedAt", "_ingestedAt is set by the service; only an operator's import (retentionctl load) may keep an original ingestion time")
+	}
+	t, err := parseTime("_ingestedAt", raw)
+	return &t, err
+}
+
+// IngestResult reports what an ingestion stored and refused.
+type IngestResult struct {
+	Accepted         int
+	Rejected         int
+	ExpiredOnArrival int
+	Errors           []LineError
+}
+
+// MaxLineErrors bounds the line errors a response lists.
+const MaxLineErrors = 100
+
+// LineError is a refused event: its 1-based line (or array position) and why.
+type LineError struct {
+	Line   int
+	Reason string
+}
+
+// Reject records a refused line, listing at most MaxLineErrors of them.
+func (r *IngestResult) Reject(line int, err error) {
+	r.Rejected++
+	if len(r.Errors) < MaxLineErrors {
+		r.Errors = append(r.Errors, LineError{Line: line, Reason: ErrorMessage(err)})
+	}
+}
+
+// RawEvent is one event as read from a request body, before validation.
+type RawEvent struct {
+	Line int
+	Data []byte
+	Err  error // the line could not be read as JSON
+}
+
+// RowFilter selects the rows a read returns, in (timestamp, _id) order.
+type RowFilter struct {
+	Store      Store
+	Start, End *time.Time // event time, inclusive start and exclusive end
+	After      *RowCursor // keyset: rows strictly after this one
+	Limit      int
+}
+
+// RowCursor is the position of the last row of a page.
+type RowCursor struct {
+	Timestamp time.Time
+	ID        string
+}
+
+// RowService stores and reads the rows of datasets. Like DatasetService it acts within the caller's org and sandbox.
+type RowService interface {
+	// Ingest validates and stores events, committing them in chunks as they arrive, so that a long stream is
+	// readable before it ends. A bad event never drops a good one; it is reported in the result.
+	Ingest(ctx context.Context, c *Caller, datasetID string, events iter.Seq[RawEvent], opts IngestOptions) (*IngestResult, error)
+	// FindRows returns a page of the dataset's rows that are not expired, whether or not a run has deleted them yet.
+	FindRows(ctx context.Context, c *Caller, datasetID string, f RowFilter) ([]Row, error)
+	// DeleteRow removes one row from every store, writing a Delete audit event. Returns ENOTFOUND if no such row.
+	DeleteRow(ctx context.Context, c *Caller, datasetID, rowID string) error
+}
+
+// IngestOptions tune an ingestion.
+type IngestOptions struct {
+	AllowIngestedAt bool // operator imports only
+	// ChunkCommitted, when set, is called after each chunk commits with the rows it held; tests use it to observe
+	// streaming without sleeping.
+	ChunkCommitted func(rows int)
+}

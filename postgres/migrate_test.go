@@ -1,0 +1,318 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/migrations"
+	"github.com/acme/retention/postgres"
+)
+
+// emptyDatabase creates a database with no schema at all on the test server, since testdb.New hands out databases
+// that are already migrated. It is dropped when the test ends, connections and all.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	base := testdb.URL(t)
+	var suffix [8]byte
+	_, _ = rand.Read(suffix[:])
+	name := "empty_" + hex.EncodeToString(suffix[:])
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, admin.Close(ctx))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		admin, err := pgx.Connect(context.Background(), base)
+		require.NoError(t, err)
+		defer func() { _ = admin.Close(context.Background()) }()
+		_, err = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		require.NoError(t, err)
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
+
+// migrateBundle is an empty database, a pool on it and the embedded migrations.
+type migrateBundle struct {
+	url  string
+	pool *pgxpool.Pool
+	all  []postgres.Migration
+}
+
+func setup(t *testing.T) *migrateBundle {
+	t.Helper()
+	all, err := postgres.Migrations()
+	require.NoError(t, err)
+	// Without at least one migration every assertion below would hold vacuously.
+	require.NotEmpty(t, all)
+	dbURL := emptyDatabase(t)
+	return &migrateBundle{url: dbURL, pool: testdb.Pool(t, dbURL), all: all}
+}
+
+func (b *migrateBundle) status(t *testing.T) map[int]bool {
+	t.Helper()
+	status, err := postgres.MigrationStatus(context.Background(), b.pool)
+	require.NoError(t, err)
+	require.Len(t, status, len(b.all))
+	applied := map[int]bool{}
+	for i, m := range status {
+		require.Equal(t, b.all[i].Version, m.Version)
+		require.Equal(t, b.all[i].Name, m.Name)
+		applied[m.Version] = m.Applied
+	}
+	return applied
+}
+
+// recorded returns the rows of schema_migrations, so a test sees duplicates that a set of versions would hide.
+func (b *migrateBundle) recorded(t *testing.T) []int {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT version FROM schema_migrations ORDER BY version`)
+	require.NoError(t, err)
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	return versions
+}
+
+func (b *migrateBundle) tableExists(t *testing.T, name string) bool {
+	t.Helper()
+	var exists bool
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists))
+	return exists
+}
+
+var (
+	createdTable = regexp.MustCompile(`(?i)\bCREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)`)
+	droppedTable = regexp.MustCompile(`(?i)\bDROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)`)
+)
+
+// tablesIn lists the tables an SQL file creates or drops, so the test follows the migrations as they grow.
+func tablesIn(t *testing.T, re *regexp.Regexp, sql string) []string {
+	t.Helper()
+	var names []string
+	for _, m := range re.FindAllStringSubmatch(sql, -1) {
+		names = append(names, strings.ToLower(m[1]))
+	}
+	return names
+}
+
+func allVersions(all []postgres.Migration) []int {
+	out := make([]int, 0, len(all))
+	for _, m := range all {
+		out = append(out, m.Version)
+	}
+	return out
+}
+
+func TestMigrations(t *testing.T) {
+	t.Parallel()
+	all, err := postgres.Migrations()
+	require.NoError(t, err)
+
+	// Read the embedded files independently of Migrations, so a file it skipped or mispaired shows up.
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	require.NoError(t, err)
+	ups, downs := map[string]string{}, map[string]string{}
+	for _, e := range entries {
+		body, err := fs.ReadFile(migrations.FS, e.Name())
+		require.NoError(t, err)
+		if base, ok := strings.CutSuffix(e.Name(), ".up.sql"); ok {
+			ups[base] = string(body)
+		}
+		if base, ok := strings.CutSuffix(e.Name(), ".down.sql"); ok {
+			downs[base] = string(body)
+		}
+	}
+	require.NotEmpty(t, ups)
+	require.Len(t, all, len(ups))
+	require.Len(t, downs, len(ups), "every up file needs a down file")
+
+	for i, m := range all {
+		if i > 0 {
+			require.Greater(t, m.Version, all[i-1].Version, "migrations must be in ascending version order")
+		}
+		base := fmt.Sprintf("%04d_%s", m.Version, m.Name)
+		require.Contains(t, ups, base)
+		require.Contains(t, downs, base)
+		require.Equal(t, ups[base], m.Up, base)
+		require.Equal(t, downs[base], m.Down, base)
+		require.False(t, m.Applied, "Migrations knows nothing about a database")
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FreshDatabaseShowsAllPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for version, applied := range b.status(t) {
+			require.False(t, applied, "migration %04d", version)
+		}
+		// Reading the status must not create anything: a status check is not a migration.
+		require.False(t, b.tableExists(t, "schema_migrations"))
+	})
+
+	t.Run("UpAppliesAllThenNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		n, err := postgres.MigrateUp(ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, len(b.all), n)
+		for version, applied := range b.status(t) {
+			require.True(t, applied, "migration %04d", version)
+		}
+		require.Equal(t, allVersions(b.all), b.recorded(t))
+		for _, m := range b.all {
+			for _, table := range tablesIn(t, createdTable, m.Up) {
+				require.True(t, b.tableExists(t, table), "%s after up", table)
+			}
+		}
+
+		n, err = postgres.MigrateUp(ctx, b.pool)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Equal(t, allVersions(b.all), b.recorded(t))
+	})
+
+	t.Run("DownOneRevertsNewest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		_, err := postgres.MigrateUp(ctx, b.pool)
+		require.NoError(t, err)
+
+		newest := b.all[len(b.all)-1]
+		dropped := tablesIn(t, droppedTable, newest.Down)
+		require.NotEmpty(t, dropped, "the newest down file drops no table, so this test would check nothing")
+		for _, table := range dropped {
+			require.True(t, b.tableExists(t, table), "%s before down", table)
+		}
+
+		n, err := postgres.MigrateDown(ctx, b.pool, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		status := b.status(t)
+		for _, m := range b.all {
+			require.Equal(t, m.Version != newest.Version, status[m.Version], "migration %04d", m.Version)
+		}
+		for _, table := range dropped {
+			require.False(t, b.tableExists(t, table), "%s after down", table)
+		}
+		require.Equal(t, allVersions(b.all[:len(b.all)-1]), b.recorded(t))
+	})
+
+	t.Run("UpDownUp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		_, err := postgres.MigrateUp(ctx, b.pool)
+		require.NoError(t, err)
+
+		// Asking for more steps than there are migrations reverts what is applied, and no more.
+		n, err := postgres.MigrateDown(ctx, b.pool, len(b.all)+5)
+		require.NoError(t, err)
+		require.Equal(t, len(b.all), n)
+		for version, applied := range b.status(t) {
+			require.False(t, applied, "migration %04d", version)
+		}
+		require.Empty(t, b.recorded(t))
+		for _, m := range b.all {
+			for _, table := range tablesIn(t, createdTable, m.Up) {
+				require.False(t, b.tableExists(t, table), "%s after down all", table)
+			}
+		}
+
+		n, err = postgres.MigrateUp(ctx, b.pool)
+		require.NoError(t, err)
+		require.Equal(t, len(b.all), n)
+		require.Equal(t, allVersions(b.all), b.recorded(t))
+		for _, m := range b.all {
+			for _, table := range tablesIn(t, createdTable, m.Up) {
+				require.True(t, b.tableExists(t, table), "%s after up again", table)
+			}
+		}
+	})
+
+	t.Run("DownOnFreshDatabaseRevertsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		n, err := postgres.MigrateDown(context.Background(), b.pool, 1)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Empty(t, b.recorded(t))
+	})
+
+	t.Run("ConcurrentUpAppliesEachOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := context.Background()
+		// Two pools stand for two replicas starting at once; each has its own connections, so only the advisory
+		// lock in Postgres can keep them from applying the same migration twice.
+		pools := []*pgxpool.Pool{testdb.Pool(t, b.url), testdb.Pool(t, b.url)}
+		for _, p := range pools {
+			// Connect before the barrier, so both start migrating at the same moment rather than after a dial.
+			require.NoError(t, p.Ping(ctx))
+		}
+		type result struct {
+			n   int
+			err error
+		}
+		start := make(chan struct{})
+		results := make(chan result, len(pools))
+		for _, p := range pools {
+			go func() {
+				<-start
+				n, err := postgres.MigrateUp(ctx, p)
+				results <- result{n, err}
+			}()
+		}
+		close(start)
+		total := 0
+		for range pools {
+			r := <-results
+			require.NoError(t, r.err)
+			total += r.n
+		}
+		require.Equal(t, len(b.all), total, "between them the two runs apply each migration exactly once")
+		require.Equal(t, allVersions(b.all), b.recorded(t))
+	})
+}
+
+func TestReady(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, b.url, nil)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+
+	err = db.Ready(ctx)
+	require.Error(t, err)
+	first := b.all[0]
+	require.Contains(t, err.Error(), fmt.Sprintf("%04d_%s", first.Version, first.Name), "the error names a pending migration")
+
+	_, err = postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	require.NoError(t, db.Ready(ctx))
+
+	// Reverting the newest migration makes the service unready again.
+	_, err = postgres.MigrateDown(ctx, b.pool, 1)
+	require.NoError(t, err)
+	require.Error(t, db.Ready(ctx))
+}
