@@ -37,7 +37,7 @@ type testBundle struct {
 	api   *httpapi.Server
 
 	clock  *atomic.Int64 // epoch ms of the last clock reading
-	chunks chan int     // rows of each committed ingestion chunk
+	chunks chan int      // rows of each committed ingestion chunk
 }
 
 // testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.

@@ -214,6 +214,12 @@ func TestMigrate(t *testing.T) {
 		for _, table := range dropped {
 			require.False(t, b.tableExists(t, table), "%s after down", table)
 		}
+		// One step means one migration: the schema of the older ones stays.
+		for _, m := range b.all[:len(b.all)-1] {
+			for _, table := range tablesIn(t, createdTable, m.Up) {
+				require.True(t, b.tableExists(t, table), "%s of %04d after down", table, m.Version)
+			}
+		}
 		require.Equal(t, allVersions(b.all[:len(b.all)-1]), b.recorded(t))
 	})
 
