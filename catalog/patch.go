@@ -394,14 +394,17 @@ func DeepMerge(dst, src map[string]any) map[string]any {
 			dst[k] = DeepMerge(map[string]any{}, srcObj)
 			continue
 		}
-		dst[k] = v
+		dst[k] = copyValue(v)
 	}
 	return dst
 }
 
 func (d *Dataset) clone() *Dataset {
 	c := *d
-	c.Tags = maps.Clone(d.Tags)
+	c.Tags = make(map[string][]string, len(d.Tags))
+	for k, v := range d.Tags {
+		c.Tags[k] = slices.Clone(v)
+	}
 	c.Extensions = deepCopy(d.Extensions)
 	c.RowExpiration = maps.Clone(d.RowExpiration)
 	if c.RowExpiration == nil {
@@ -416,13 +419,25 @@ func deepCopy(m map[string]any) map[string]any {
 	}
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		if obj, ok := v.(map[string]any); ok {
-			out[k] = deepCopy(obj)
-			continue
-		}
-		out[k] = v
+		out[k] = copyValue(v)
 	}
 	return out
+}
+
+// copyValue copies decoded JSON, so that a merged or cloned document never shares an object or array with the one
+// it came from.
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return deepCopy(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = copyValue(e)
+		}
+		return out
+	}
+	return v
 }
 
 func jsonType(v any) string {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,7 +27,14 @@ func (s *PolicyService) FindLimits(ctx context.Context, org string) (map[catalog
 }
 
 func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyKey]catalog.Limits, error) {
-	limits := maps.Clone(catalog.BuiltinLimits)
+	limits := make(map[catalog.PolicyKey]catalog.Limits, len(catalog.BuiltinLimits))
+	for k, l := range catalog.BuiltinLimits {
+		if l.Max != nil {
+			m := *l.Max
+			l.Max = &m // callers get their own copy, never a pointer into the built-in table
+		}
+		limits[k] = l
+	}
 	rows, err := q.Query(ctx, selectPolicies, org)
 	if err != nil {
 		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)

@@ -28,6 +28,13 @@ func runMigrate(ctx context.Context, args []string, env getenv, out io.Writer) e
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
+	if args[0] != "up" && args[0] != "down" && args[0] != "status" {
+		fmt.Fprintf(out, "unknown migrate command %q: use up, down or status\n", args[0])
+		return errUsage
+	}
+	if *steps < 1 {
+		return fmt.Errorf("-steps must be at least 1, got %d", *steps)
+	}
 	db, err := openDB(ctx, env)
 	if err != nil {
 		return err
@@ -58,9 +65,6 @@ func runMigrate(ctx context.Context, args []string, env getenv, out io.Writer) e
 			}
 			fmt.Fprintf(out, "%04d_%-30s %s\n", m.Version, m.Name, state)
 		}
-	default:
-		fmt.Fprintf(out, "unknown migrate command %q: use up, down or status\n", args[0])
-		return errUsage
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ func runToken(args []string, env getenv, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	if *ttl <= 0 {
+		return fmt.Errorf("-ttl must be a positive duration such as 24h, got %s", *ttl)
+	}
 	secret := env("AUTH_HS256_SECRET")
 	if secret == "" {
 		secret = config.DevSecret

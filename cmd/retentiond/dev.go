@@ -13,12 +13,13 @@ import (
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
 	"github.com/acme/retention/internal/demo"
+	"github.com/acme/retention/postgres"
 )
 
 // printDevWelcome loads the demo data and prints what a new user needs: the URL, a dev token and curl calls that
 // work as printed.
-func printDevWelcome(ctx context.Context, cfg *config.Config, svc catalog.DatasetService, out io.Writer) error {
-	datasets, err := demo.Load(ctx, svc)
+func printDevWelcome(ctx context.Context, cfg *config.Config, svc catalog.DatasetService, db *postgres.DB, out io.Writer) error {
+	datasets, err := demo.Load(ctx, svc, db)
 	if err != nil {
 		return err
 	}

@@ -44,12 +44,19 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
+	if *addr != "" {
+		// The flag overrides the variable before validation, so a bad -addr is refused like a bad HTTP_ADDR.
+		env := getenv
+		getenv = func(name string) string {
+			if name == "HTTP_ADDR" {
+				return *addr
+			}
+			return env(name)
+		}
+	}
 	cfg, err := config.Load(getenv, *dev)
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
-	}
-	if *addr != "" {
-		cfg.HTTPAddr = *addr
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	logger.Info("starting", slog.Any("config", cfg))
@@ -101,7 +108,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	datasets := postgres.NewDatasetService(db)
 	rows := postgres.NewRowService(db, 0)
 	if cfg.Dev {
-		if err := printDevWelcome(ctx, cfg, datasets, stdout); err != nil {
+		if err := printDevWelcome(ctx, cfg, datasets, db, stdout); err != nil {
 			return err
 		}
 	}

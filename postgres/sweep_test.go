@@ -1,0 +1,277 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
+)
+
+// sweepBundle is a database with the services a sweep test drives, and a clock it moves.
+type sweepBundle struct {
+	db       *postgres.DB
+	datasets *postgres.DatasetService
+	rows     *postgres.RowService
+	policies *postgres.PolicyService
+	sweeper  *retention.Sweeper
+	caller   *catalog.Caller
+	now      time.Time
+}
+
+func setupSweep(t *testing.T) *sweepBundle {
+	t.Helper()
+	db := testdb.NewDB(t)
+	b := &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
+		policies: postgres.NewPolicyService(db), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+		caller: &catalog.Caller{User: "t", ClientID: "t", Org: "ORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}}
+	b.sweeper = &retention.Sweeper{Store: postgres.NewSweepStore(db), Config: retention.SweepConfig{BatchSize: 37}}
+	db.Now = func() time.Time { return b.now }
+	// Wide limits, so that random TTLs and overrides are all allowed, -1 included.
+	for _, store := range catalog.Stores {
+		require.NoError(t, b.policies.SetLimits(context.Background(), b.caller.Org,
+			catalog.PolicyKey{Store: store, ManagedBy: catalog.Customer},
+			catalog.Limits{Min: period(t, "P1D"), Default: period(t, "P6M")}))
+	}
+	return b
+}
+
+func period(t testing.TB, s string) retention.Period {
+	t.Helper()
+	p, err := retention.ParsePeriod(s)
+	require.NoError(t, err)
+	return p
+}
+
+// storedRow is a row as the oracle sees it.
+type storedRow struct {
+	dataset, id string
+	row         retention.Row
+}
+
+func (b *sweepBundle) allRows(t *testing.T) []storedRow {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT dataset_id, row_id, ts, ingested_at, own_expiry, never_expires FROM lake_rows`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []storedRow
+	for rows.Next() {
+		var r storedRow
+		require.NoError(t, rows.Scan(&r.dataset, &r.id, &r.row.Timestamp, &r.row.IngestedAt, &r.row.OwnExpiry, &r.row.Never))
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// history reads the lake settings of every dataset back as the oracle's settings.
+func (b *sweepBundle) history(t *testing.T) map[string][]retention.Setting {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `
+		SELECT dataset_id, ttl IS NULL, date_part('year', ttl)::int, date_part('month', ttl)::int, date_part('day', ttl)::int,
+		       effective_from, effective_until
+		FROM ttl_settings WHERE store = 'adobe_lakeHouse' ORDER BY effective_from, id`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string][]retention.Setting{}
+	for rows.Next() {
+		var ds string
+		var null bool
+		var y, m, d *int64
+		var s retention.Setting
+		require.NoError(t, rows.Scan(&ds, &null, &y, &m, &d, &s.From, &s.Until))
+		if !null {
+			s.TTL = &retention.Period{Years: *y, Months: *m, Days: *d}
+		}
+		out[ds] = append(out[ds], s)
+	}
+	return out
+}
+
+var ttlChoices = []any{"P1M", "P3M", "P6M", "P12M", "P2Y", "P45D", nil}
+
+// randomScenario builds datasets and rows with random TTLs, TTL changes, overrides, replacements and a deletion.
+func (b *sweepBundle) randomScenario(t *testing.T, rng *rand.Rand) []string {
+	ctx := context.Background()
+	var ids []string
+	for i := range 4 {
+		ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: fmt.Sprintf("ds%d", i),
+			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
+		ids = append(ids, ds.ID)
+	}
+	for epoch := range 4 {
+		for _, id := range ids {
+			if rng.IntN(2) == 0 {
+				b.setTTL(t, id, ttlChoices[rng.IntN(len(ttlChoices))])
+			}
+			b.ingest(t, id, rng, epoch)
+			b.now = b.now.Add(time.Duration(rng.IntN(60*24)) * time.Hour)
+		}
+	}
+	_, err := b.datasets.FindDatasetByID(ctx, b.caller, ids[3])
+	require.NoError(t, err)
+	require.NoError(t, b.datasets.DeleteDataset(ctx, b.caller, ids[3]))
+	return ids
+}
+
+func (b *sweepBundle) setTTL(t *testing.T, id string, v any) {
+	t.Helper()
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
+		"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": v}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	if err != nil {
+		require.Equal(t, catalog.EINVALID, catalog.ErrorCode(err), "only the cross-store rule may refuse: %v", err)
+	}
+}
+
+func (b *sweepBundle) ingest(t *testing.T, id string, rng *rand.Rand, epoch int) {
+	t.Helper()
+	var lines []string
+	for i := range 60 {
+		ts := b.now.Add(-time.Duration(rng.IntN(2*365*24)) * time.Hour)
+		extra := ""
+		switch rng.IntN(8) {
+		case 0:
+			extra = fmt.Sprintf(`,"_expiresAt":%q`, ts.Add(time.Duration(1+rng.IntN(400))*24*time.Hour).Format(time.RFC3339))
+		case 1:
+			extra = fmt.Sprintf(`,"_ttl":"P%dD"`, 1+rng.IntN(300))
+		case 2:
+			extra = `,"_ttl":-1`
+		}
+		rowID := fmt.Sprintf("e%d-%d", epoch, i)
+		if rng.IntN(10) == 0 {
+			rowID = fmt.Sprintf("e0-%d", i) // re-sent: replaces the earlier row
+		}
+		lines = append(lines, fmt.Sprintf(`{"timestamp":%q,"_id":%q%s}`, ts.Format(time.RFC3339), rowID, extra))
+	}
+	events := func(yield func(catalog.RawEvent) bool) {
+		for i, l := range lines {
+			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
+				return
+			}
+		}
+	}
+	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Zero(t, res.Rejected, "%v", res.Errors)
+}
+
+func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	_, err := b.db.Pool.Exec(ctx, `INSERT INTO retention_runs (id, store, trigger, status, evaluated_at, grace, created_at)
+		VALUES ($1, 'adobe_lakeHouse', 'manual', 'running', $2, $3::interval, $2)`, runID, b.now, grace.Interval())
+	require.NoError(t, err)
+	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: grace}
+	removed := map[string]int64{}
+	dropped, err := b.sweeper.DropPartitions(ctx, sw)
+	require.NoError(t, err)
+	for ds, r := range dropped {
+		removed[ds] += r.Rows
+	}
+	var all []string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(id) FROM datasets`).Scan(&all))
+	for _, ds := range all {
+		r, err := b.sweeper.SweepDataset(ctx, sw, ds)
+		require.NoError(t, err)
+		removed[ds] += r.Rows
+	}
+	return removed
+}
+
+// TestSweepDeletesExactlyTheDeletableRows is the property test of the expiry rule and the sweep: for random
+// datasets, rows, TTLs and their changes, overrides, grace and a deleted dataset, the rows a sweep leaves are
+// exactly those the Go rule keeps, reads show exactly the unexpired ones, and the ledger counts every removed row.
+func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
+			t.Parallel()
+			b := setupSweep(t)
+			rng := rand.New(rand.NewPCG(seed, 99))
+			ids := b.randomScenario(t, rng)
+			grace := retention.Period{}
+			if seed%2 == 1 {
+				grace = period(t, "P30D")
+			}
+			b.now = b.now.Add(time.Duration(rng.IntN(200*24)) * time.Hour)
+			before := b.allRows(t)
+			history := b.history(t)
+			var wantKept, wantVisible []string
+			wantRemoved := map[string]int64{}
+			for _, r := range before {
+				key := r.dataset + "/" + r.id
+				deleted := r.dataset == ids[3]
+				if !deleted && !retention.Expired(r.row, history[r.dataset], b.now) {
+					wantVisible = append(wantVisible, key)
+				}
+				if deleted || retention.Deletable(r.row, history[r.dataset], b.now, grace) {
+					wantRemoved[r.dataset]++
+					continue
+				}
+				wantKept = append(wantKept, key)
+			}
+			require.NotEmpty(t, wantKept)
+			require.NotEmpty(t, wantRemoved)
+
+			var visible []string
+			for _, id := range ids[:3] {
+				rows, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100000})
+				require.NoError(t, err)
+				for _, r := range rows {
+					visible = append(visible, id+"/"+r.ID)
+				}
+			}
+			require.ElementsMatch(t, wantVisible, visible, "reads hide exactly the expired rows")
+
+			runID := "00000000-0000-0000-0000-00000000000" + fmt.Sprint(seed)
+			removed := b.sweep(t, runID, grace)
+			var drops int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FILTER (WHERE dropped) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&drops))
+			t.Logf("rows %d, kept %d, removed %v, partitions dropped %d", len(before), len(wantKept), wantRemoved, drops)
+			var kept []string
+			for _, r := range b.allRows(t) {
+				kept = append(kept, r.dataset+"/"+r.id)
+			}
+			slices.Sort(kept)
+			slices.Sort(wantKept)
+			require.Equal(t, wantKept, kept, "the sweep deletes exactly the deletable rows")
+			for ds, n := range wantRemoved {
+				require.Equal(t, n, removed[ds], "sweep result of %s", ds)
+				var ledger int64
+				require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+					`SELECT coalesce(sum(rows_deleted), 0) FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, ds).Scan(&ledger))
+				require.Equal(t, n, ledger, "ledger of %s", ds)
+			}
+			b.requireCountersExact(t)
+			again := b.sweep(t, strings.Replace(runID, "0000-0000-0000", "0000-0000-0001", 1), grace)
+			for ds, n := range again {
+				require.Zero(t, n, "a second sweep at the same time finds nothing more in %s", ds)
+			}
+		})
+	}
+}
+
+// requireCountersExact checks that row_stats matches the rows really stored, partition by partition.
+func (b *sweepBundle) requireCountersExact(t *testing.T) {
+	t.Helper()
+	var mismatches int
+	err := b.db.Pool.QueryRow(context.Background(), `
+		WITH real AS (SELECT tableoid::regclass::text AS part, dataset_id, setting_id, count(*) AS n FROM lake_rows GROUP BY 1, 2, 3),
+		     kept AS (SELECT partition_name AS part, dataset_id, setting_id, row_count AS n FROM row_stats s
+		              JOIN row_partitions p ON p.name = s.partition_name AND p.store = 'adobe_lakeHouse' WHERE row_count <> 0)
+		SELECT count(*) FROM (SELECT * FROM real EXCEPT SELECT * FROM kept UNION ALL (SELECT * FROM kept EXCEPT SELECT * FROM real)) x`).Scan(&mismatches)
+	require.NoError(t, err)
+	require.Zero(t, mismatches)
+}

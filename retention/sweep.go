@@ -1,0 +1,196 @@
+package retention
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// SweepConfig tunes the removal of expired rows. Zero fields get the defaults.
+type SweepConfig struct {
+	// BatchSize is how many rows one DELETE removes; each batch is its own short transaction, so a run never holds
+	// locks that stall ingestion or reads for long. Default 10,000 (about 100 ms a batch).
+	BatchSize int
+	// BatchTimeout bounds one batch or one partition drop. Default 30 s.
+	BatchTimeout time.Duration
+	// LockTimeout bounds how long a partition drop waits for its lock. A drop waits behind every open statement on
+	// the parent, and every later statement queues behind the waiting drop, so it gives up quickly and retries.
+	// Default 100 ms.
+	LockTimeout time.Duration
+	// DropAttempts is how many times a drop is tried before its rows are left to the next run. Default 20.
+	DropAttempts int
+}
+
+func (c SweepConfig) withDefaults() SweepConfig {
+	c.BatchSize = cmp.Or(c.BatchSize, 10_000)
+	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
+	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
+	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
+	return c
+}
+
+// Sweep is one evaluation of one store: the rows that are expired at At and were ingested at least Grace before At
+// are deletable. Scope, when set, limits the sweep to some datasets (a manual run).
+type Sweep struct {
+	RunID  string
+	Store  string
+	At     time.Time
+	Grace  Period
+	DryRun bool
+	// Datasets limits a whole-partition drop to partitions holding only these datasets; nil means any.
+	Datasets map[string]bool
+	// Accounted names partitions whose rows a dry run already counted as dropped, so the row-level pass skips them.
+	Accounted map[string]bool
+}
+
+// Partition is a candidate for a whole drop: every row in it was placed with an expiry before its upper bound.
+type Partition struct {
+	Name string
+}
+
+// SweepStore is the storage a sweep works on. Every method that removes rows records, in the same transaction, how
+// many rows of which dataset it removed, so that counts stay exact across interruptions.
+type SweepStore interface {
+	// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep, with the rows of
+	// each dataset in them.
+	DroppablePartitions(ctx context.Context, s Sweep) ([]Partition, error)
+	// DropPartition drops the partition if, re-checked under its lock, all its rows are still deletable, recording
+	// the rows of each dataset. It waits at most lockTimeout for the lock and returns dropped=false when the
+	// partition no longer qualifies; a lock timeout is an error the caller retries.
+	DropPartition(ctx context.Context, s Sweep, p Partition, lockTimeout time.Duration) (rows map[string]int64, dropped bool, err error)
+	// DatasetPartitions lists the partitions that may hold deletable rows of the dataset.
+	DatasetPartitions(ctx context.Context, s Sweep, datasetID string) ([]string, error)
+	// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many.
+	DeleteBatch(ctx context.Context, s Sweep, datasetID, partition string, limit int) (int64, error)
+	// CountDeletable counts the dataset's deletable rows in the partition, for dry runs and previews.
+	CountDeletable(ctx context.Context, s Sweep, datasetID, partition string) (int64, error)
+}
+
+// Sweeper removes expired rows: whole partitions where every row is deletable, then batched deletes for the rest.
+// It is safe to stop at any point: each drop and each batch commits with its counts, and a later sweep finishes.
+type Sweeper struct {
+	Store  SweepStore
+	Config SweepConfig
+	Logger *slog.Logger
+}
+
+// SweepResult is what a sweep of one dataset, or one drop phase, removed or would remove.
+type SweepResult struct {
+	Rows       int64
+	Partitions int
+}
+
+// DropPartitions drops every partition whose rows are all deletable, and returns what each dataset lost. In a dry
+// run nothing is dropped; the partitions that would be are added to s.Accounted.
+func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (map[string]SweepResult, error) {
+	cfg := w.Config.withDefaults()
+	parts, err := w.Store.DroppablePartitions(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
+	}
+	out := map[string]SweepResult{}
+	for _, p := range parts {
+		rows, dropped, err := w.dropWithRetry(ctx, s, p, cfg)
+		if err != nil {
+			return out, err
+		}
+		if !dropped {
+			continue
+		}
+		if s.DryRun && s.Accounted != nil {
+			s.Accounted[p.Name] = true
+		}
+		for ds, n := range rows {
+			r := out[ds]
+			r.Rows += n
+			r.Partitions++
+			out[ds] = r
+		}
+		w.logger().InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
+			slog.String("partition", p.Name), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
+	}
+	return out, nil
+}
+
+func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, p Partition, cfg SweepConfig) (map[string]int64, bool, error) {
+	var lastErr error
+	for attempt := range cfg.DropAttempts {
+		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+		rows, dropped, err := w.Store.DropPartition(bctx, s, p, cfg.LockTimeout)
+		cancel()
+		if err == nil {
+			return rows, dropped, nil
+		}
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		lastErr = err
+		w.logger().DebugContext(ctx, "retention: partition drop waits for its lock", slog.String("partition", p.Name),
+			slog.Int("attempt", attempt+1), slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+	// Left for the next run, or for the row-level pass of this one; never an early delete.
+	w.logger().WarnContext(ctx, "retention: partition not dropped", slog.String("partition", p.Name), slog.Any("error", lastErr))
+	return nil, false, nil
+}
+
+// SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, batch by batch
+// until a batch comes back short.
+func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
+	cfg := w.Config.withDefaults()
+	parts, err := w.Store.DatasetPartitions(ctx, s, datasetID)
+	if err != nil {
+		return SweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
+	}
+	var res SweepResult
+	for _, part := range parts {
+		if s.Accounted[part] {
+			continue
+		}
+		n, err := w.sweepPartition(ctx, s, datasetID, part, cfg)
+		res.Rows += n
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string, cfg SweepConfig) (int64, error) {
+	if s.DryRun {
+		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+		defer cancel()
+		n, err := w.Store.CountDeletable(bctx, s, datasetID, part)
+		if err != nil {
+			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part, err)
+		}
+		return n, nil
+	}
+	var total int64
+	for {
+		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+		n, err := w.Store.DeleteBatch(bctx, s, datasetID, part, cfg.BatchSize)
+		cancel()
+		if err != nil {
+			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
+		}
+		total += n
+		w.logger().DebugContext(ctx, "retention: batch", slog.String("dataset_id", datasetID), slog.String("partition", part), slog.Int64("rows", n))
+		if n < int64(cfg.BatchSize) {
+			return total, nil
+		}
+	}
+}
+
+func (w *Sweeper) logger() *slog.Logger {
+	if w.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return w.Logger
+}
