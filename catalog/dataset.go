@@ -84,6 +84,7 @@ type Dataset struct {
 	// kept as sent and shown back merged with the service's own.
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
+	Metrics       *Metrics                // the lake store's size; nil when not computed
 	Version       int                     // bumped on every change; shown as the semver "1.0.<Version>"
 	Created       time.Time
 	Updated       time.Time
@@ -126,6 +127,15 @@ func NewDatasetID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return hex.EncodeToString(b[:])
+}
+
+// Metrics are a store's size, in the shape of a real Adobe dataset's extensions.adobe_lakeHouse.metrics. They are
+// kept from counters maintained as rows arrive and leave, so reading them costs no scan; rows that expired but
+// await their run are still counted, as they still take space.
+type Metrics struct {
+	RowCount    int64
+	StorageSize int64 // bytes, estimated from the size of the partitions the rows share with other datasets
+	AsOf        time.Time
 }
 
 // DatasetCreate is a validated request to create a dataset.

@@ -57,7 +57,7 @@ func (s *Server) getDataset(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	doc, err := project(newDatasetDoc(ds, datasetExtensions(ds)), splitList(c.QueryParam("properties")))
+	doc, err := project(newDatasetDoc(ds, s.datasetExtensions(ds)), splitList(c.QueryParam("properties")))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (s *Server) listDatasets(c echo.Context) error {
 	properties := splitList(c.QueryParam("properties"))
 	entries := make([]keyedEntry, 0, len(datasets))
 	for _, ds := range datasets {
-		doc, err := project(newDatasetDoc(ds, datasetExtensions(ds)), properties)
+		doc, err := project(newDatasetDoc(ds, s.datasetExtensions(ds)), properties)
 		if err != nil {
 			return err
 		}

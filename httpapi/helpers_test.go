@@ -20,7 +20,9 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
 )
 
 const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
@@ -57,8 +59,11 @@ func setup(t testing.TB) *testBundle {
 	db.Now = func() time.Time { return time.UnixMilli(b.clock.Add(1)).UTC() }
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
+	// Runs are only queued here; the jobs package's tests run them.
+	runs, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)}, nil, jobs.Config{})
+	require.NoError(t, err)
 	b.api = httpapi.New(httpapi.Config{
-		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Auth: auth,
+		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Ready: db.Ready, Registry: prometheus.NewRegistry(),
 		ChunkCommitted: func(n int) {
 			select {
@@ -219,4 +224,17 @@ func rowExpiration(t testing.TB, doc map[string]any, store string) map[string]an
 	re, ok := storeDoc["rowExpiration"].(map[string]any)
 	require.True(t, ok, "no rowExpiration for %s in %v", store, doc)
 	return re
+}
+
+// settled returns a dataset document without the metrics' asOf, which is the time of the read itself: what a
+// rejected change must leave equal is everything else.
+func settled(doc map[string]any) map[string]any {
+	if ext, ok := doc["extensions"].(map[string]any); ok {
+		if lake, ok := ext["adobe_lakeHouse"].(map[string]any); ok {
+			if m, ok := lake["metrics"].(map[string]any); ok {
+				delete(m, "asOf")
+			}
+		}
+	}
+	return doc
 }

@@ -43,8 +43,9 @@ func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
 	}
 }
 
-// datasetExtensions merges the extension keys the caller stored with the service's own rowExpiration of each store.
-func datasetExtensions(ds *catalog.Dataset) map[string]any {
+// datasetExtensions merges the extension keys the caller stored with the service's own rowExpiration of each store,
+// and the store's next scheduled run.
+func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 	ext := catalog.DeepMerge(map[string]any{}, ds.Extensions)
 	for _, store := range catalog.Stores {
 		re, ok := ds.RowExpiration[store]
@@ -55,7 +56,17 @@ func datasetExtensions(ds *catalog.Dataset) map[string]any {
 		if storeDoc == nil {
 			storeDoc = map[string]any{}
 		}
-		storeDoc["rowExpiration"] = re.Document()
+		doc := re.Document()
+		if s.nextRun != nil {
+			if next := s.nextRun(store); next != nil {
+				doc["nextRun"] = catalog.EpochMillis(*next)
+			}
+		}
+		storeDoc["rowExpiration"] = doc
+		if store == catalog.LakeHouse && ds.Metrics != nil {
+			storeDoc["metrics"] = map[string]any{"storageSize": ds.Metrics.StorageSize, "rowCount": ds.Metrics.RowCount,
+				"asOf": catalog.EpochMillis(ds.Metrics.AsOf)}
+		}
 		ext[string(store)] = storeDoc
 	}
 	return ext

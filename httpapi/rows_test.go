@@ -98,6 +98,11 @@ func TestIngestRows(t *testing.T) {
 		require.Equal(t, "2026-11-01T10:00:00Z", rows[0]["timestamp"])
 		require.Equal(t, "2027-11-01T10:00:00Z", rows[0]["_expiresAt"], "timestamp + the default P12M")
 		require.NotEmpty(t, rows[0]["_ingestedAt"])
+		doc, _ := b.getDataset(t, id)
+		metrics := doc["extensions"].(map[string]any)["adobe_lakeHouse"].(map[string]any)["metrics"].(map[string]any)
+		require.EqualValues(t, 2, metrics["rowCount"], "kept from counters, no COUNT(*)")
+		require.Greater(t, metrics["storageSize"], float64(0))
+		require.Greater(t, metrics["asOf"], float64(0))
 	})
 
 	t.Run("JSONArray", func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/jobs"
 )
 
 // adobePrefix is the base path of Adobe's Catalog Service; every route is also served under it, so an Adobe client
@@ -26,6 +27,9 @@ const adobePrefix = "/data/foundation/catalog"
 type Config struct {
 	Datasets catalog.DatasetService
 	Rows     catalog.RowService
+	Runs     jobs.RunService
+	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
+	NextRun  func(store catalog.Store) *time.Time
 	Auth     *Authenticator
 	Logger   *slog.Logger
 	Ready    func(ctx context.Context) error
@@ -39,6 +43,8 @@ type Server struct {
 	echo     *echo.Echo
 	datasets catalog.DatasetService
 	rows     catalog.RowService
+	runs     jobs.RunService
+	nextRun  func(store catalog.Store) *time.Time
 	auth     *Authenticator
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
@@ -50,7 +56,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
 	}
 	if s.logger == nil {
@@ -84,6 +90,9 @@ func (s *Server) routes(g *echo.Group) {
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
+	g.GET("/retention/runs", s.listRuns, read)
+	g.GET("/retention/runs/:runId", s.getRun, read)
+	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))
 }
 
 // ServeHTTP makes the server an http.Handler.

@@ -40,5 +40,5 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 		return err
 	}
 	setETag(c, ds)
-	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, newDatasetDoc(ds, datasetExtensions(ds))}})
+	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
 }

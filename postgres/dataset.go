@@ -105,13 +105,59 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 	return ds, nil
 }
 
+// metricsQuery sums the counters of each dataset's lake rows, and estimates their bytes as their share of each
+// partition's size on disk.
+const metricsQuery = `
+WITH mine AS (
+    SELECT st.partition_name, st.dataset_id, sum(st.row_count) AS n
+    FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
+    WHERE st.dataset_id = ANY($1) GROUP BY 1, 2),
+totals AS (
+    SELECT partition_name, sum(row_count) AS n FROM row_stats WHERE partition_name IN (SELECT partition_name FROM mine) GROUP BY 1)
+SELECT m.dataset_id, sum(m.n)::bigint,
+       COALESCE(sum(m.n::float8 / NULLIF(t.n, 0) * pg_total_relation_size(to_regclass(m.partition_name))), 0)::bigint
+FROM mine m JOIN totals t USING (partition_name)
+GROUP BY m.dataset_id`
+
+// attachMetrics fills each time-series dataset's lake metrics from the counters.
+func attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time) error {
+	byID := map[string]*catalog.Dataset{}
+	var ids []string
+	for _, ds := range datasets {
+		if ds.IsTimeSeries() {
+			ds.Metrics = &catalog.Metrics{AsOf: now}
+			byID[ds.ID] = ds
+			ids = append(ids, ds.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, metricsQuery, ids)
+	if err != nil {
+		return fmt.Errorf("read dataset metrics: %w", err)
+	}
+	var id string
+	var count, size int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &count, &size}, func() error {
+		byID[id].Metrics.RowCount, byID[id].Metrics.StorageSize = count, size
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read dataset metrics: %w", err)
+	}
+	return nil
+}
+
 // FindDatasetByID implements catalog.DatasetService.
 func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, error) {
 	var ds *catalog.Dataset
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		ds, err = findDataset(ctx, tx, c, id, false)
-		return err
+		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
+			return err
+		}
+		return attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
 	})
 	return ds, err
 }
@@ -128,6 +174,9 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 		return nil, fmt.Errorf("list datasets: %w", err)
 	}
 	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
+		return nil, err
+	}
+	if err := attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
 		return nil, err
 	}
 	return datasets, nil

@@ -177,7 +177,7 @@ func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period) 
 	removed := map[string]int64{}
 	dropped, err := b.sweeper.DropPartitions(ctx, sw)
 	require.NoError(t, err)
-	for ds, r := range dropped {
+	for ds, r := range dropped.Datasets {
 		removed[ds] += r.Rows
 	}
 	var all []string

@@ -350,3 +350,6 @@ func addCalendar(t time.Time, months, days int64) time.Time {
 	shifted := time.Date(int(year), time.Month(month+1), min(d, last), hh, mm, ss, t.Nanosecond(), time.UTC)
 	return shifted.AddDate(0, 0, int(days))
 }
+
+// MarshalText writes the period in its ISO-8601 form, so configuration and logs show "P30D", not a struct.
+func (p Period) MarshalText() ([]byte, error) { return []byte(p.String()), nil }

@@ -84,21 +84,23 @@ type SweepResult struct {
 
 // DropPartitions drops every partition whose rows are all deletable, and returns what each dataset lost. In a dry
 // run nothing is dropped; the partitions that would be are added to s.Accounted.
-func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (map[string]SweepResult, error) {
+func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
 	cfg := w.Config.withDefaults()
 	parts, err := w.Store.DroppablePartitions(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
+		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	out := map[string]SweepResult{}
+	res := DropResult{Datasets: map[string]SweepResult{}}
+	out := res.Datasets
 	for _, p := range parts {
 		rows, dropped, err := w.dropWithRetry(ctx, s, p, cfg)
 		if err != nil {
-			return out, err
+			return res, err
 		}
 		if !dropped {
 			continue
 		}
+		res.Partitions++
 		if s.DryRun && s.Accounted != nil {
 			s.Accounted[p.Name] = true
 		}
@@ -111,7 +113,13 @@ func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (map[string]Sweep
 		w.logger().InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
 			slog.String("partition", p.Name), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
 	}
-	return out, nil
+	return res, nil
+}
+
+// DropResult is what a drop phase removed: per dataset, and how many partitions in all.
+type DropResult struct {
+	Datasets   map[string]SweepResult
+	Partitions int
 }
 
 func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, p Partition, cfg SweepConfig) (map[string]int64, bool, error) {

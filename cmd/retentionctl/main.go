@@ -33,6 +33,7 @@ Commands:
   token     mint a development token signed with AUTH_HS256_SECRET (or the dev secret)
   migrate   up | down [-steps N] | status: manage the schema of DATABASE_URL
   policy    show | set: the TTL limits of an org
+  load      bulk-load NDJSON files, or generated rows, into datasets
   version   print the build's version
 
 Run 'retentionctl COMMAND -h' for a command's flags.
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, env getenv, out io.Writer) error {
 		return runMigrate(ctx, args[1:], env, out)
 	case "policy":
 		return runPolicy(ctx, args[1:], env, out)
+	case "load":
+		return runLoad(ctx, args[1:], env, os.Stdin, out, os.Stderr)
 	case "version":
 		return runVersion(out)
 	case "help", "-h", "--help":

@@ -20,10 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
 	"github.com/acme/retention/internal/pgcluster"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
 )
 
 func main() {
@@ -103,17 +106,38 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
+	if err := jobs.Migrate(ctx, db.Pool); err != nil {
+		return err
+	}
 	logger.Info("migrations applied", slog.Int("count", applied))
 
 	datasets := postgres.NewDatasetService(db)
 	rows := postgres.NewRowService(db, 0)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		pgxpoolprometheus.NewCollector(db.Pool, map[string]string{"db_name": db.Pool.Config().ConnConfig.Database}))
+	runs, schedules, err := newJobs(cfg, db, registry, logger)
+	if err != nil {
+		return err
+	}
 	if cfg.Dev {
 		if err := printDevWelcome(ctx, cfg, datasets, db, stdout); err != nil {
 			return err
 		}
 	}
+	if err := runs.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		// Let the jobs in flight finish their current batch within the shutdown timeout; what is left resumes later.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := runs.Stop(stopCtx); err != nil {
+			logger.Warn("retention jobs did not stop in time", slog.Any("error", err))
+		}
+	}()
 	if !cfg.API {
-		logger.Info("API disabled (RETENTIOND_API=false); the scheduler arrives with the retention-jobs work")
+		logger.Info("API disabled (RETENTIOND_API=false): running the scheduler only")
 		<-ctx.Done()
 		return nil
 	}
@@ -121,11 +145,42 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		pgxpoolprometheus.NewCollector(db.Pool, map[string]string{"db_name": db.Pool.Config().ConnConfig.Database}))
-	api := httpapi.New(httpapi.Config{Datasets: datasets, Rows: rows, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry})
+	api := httpapi.New(httpapi.Config{
+		Datasets: datasets, Rows: rows, Runs: runs, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
+		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+	})
 	return listen(ctx, cfg, api, logger)
+}
+
+// newJobs builds the retention scheduler and workers. With RETENTIOND_SCHEDULER=false this replica only queues
+// manual runs for the others.
+func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, jobs.Schedules, error) {
+	schedules := jobs.Schedules{}
+	for store, spec := range map[catalog.Store]string{catalog.LakeHouse: cfg.LakeSchedule, catalog.Profile: cfg.ProfileSchedule} {
+		sched, err := jobs.ParseSchedule(spec)
+		if err != nil {
+			return nil, nil, err
+		}
+		schedules[store] = sched
+	}
+	store := postgres.NewRunStore(db)
+	lake := schedules[catalog.LakeHouse]
+	metrics := jobs.NewMetrics(reg, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Overdue: no successful run for two periods of the schedule.
+		now := time.Now()
+		n, err := store.Overdue(ctx, catalog.LakeHouse, now.Add(-2*lake.Period(now)))
+		if err != nil {
+			logger.Warn("overdue gauge", slog.Any("error", err))
+		}
+		return float64(n)
+	})
+	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger}
+	svc, err := jobs.New(db.Pool, store, sweeper, metrics, jobs.Config{
+		Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Work: cfg.Scheduler, Logger: logger,
+	})
+	return svc, schedules, err
 }
 
 // listen serves until ctx ends, then stops accepting requests and lets in-flight ones finish within the shutdown

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/retention"
 )
 
 // DevSecret signs development tokens (`retentionctl token`) when AUTH_HS256_SECRET is unset. The server accepts it
@@ -31,6 +34,11 @@ type Config struct {
 	Scheduler       bool          `json:"scheduler"`
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	Dev             bool          `json:"dev"`
+
+	LakeSchedule    string           `json:"retention_schedule"`
+	ProfileSchedule string           `json:"retention_profile_schedule"`
+	IngestionGrace  retention.Period `json:"retention_ingestion_grace"`
+	HistoryKeep     retention.Period `json:"retention_history_keep"`
 }
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.
@@ -60,6 +68,14 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	cfg.Scheduler, err = parseBool("RETENTIOND_SCHEDULER", getenv("RETENTIOND_SCHEDULER"), true)
 	add(err)
 	cfg.ShutdownTimeout, err = parseDuration("SHUTDOWN_TIMEOUT", getenv("SHUTDOWN_TIMEOUT"), 30*time.Second)
+	add(err)
+	cfg.LakeSchedule, err = parseSchedule("RETENTION_SCHEDULE", getenv("RETENTION_SCHEDULE"), jobs.DefaultLakeSchedule)
+	add(err)
+	cfg.ProfileSchedule, err = parseSchedule("RETENTION_PROFILE_SCHEDULE", getenv("RETENTION_PROFILE_SCHEDULE"), jobs.DefaultProfileSchedule)
+	add(err)
+	cfg.IngestionGrace, err = parsePeriod("RETENTION_INGESTION_GRACE", getenv("RETENTION_INGESTION_GRACE"), retention.Period{Days: 30}, true)
+	add(err)
+	cfg.HistoryKeep, err = parsePeriod("RETENTION_HISTORY_KEEP", getenv("RETENTION_HISTORY_KEEP"), retention.Period{Years: 1}, false)
 	add(err)
 	add(cfg.validate())
 	if len(errs) > 0 {
@@ -143,4 +159,30 @@ func parseDuration(name, v string, def time.Duration) (time.Duration, error) {
 		return def, fmt.Errorf("%s must be a positive Go duration such as 30s; got %q", name, v)
 	}
 	return d, nil
+}
+
+func parseSchedule(name, v, def string) (string, error) {
+	if v == "" {
+		return def, nil
+	}
+	if _, err := jobs.ParseSchedule(v); err != nil {
+		return def, fmt.Errorf("%s must be a 5-field cron expression in UTC such as %q: %w", name, def, err)
+	}
+	return v, nil
+}
+
+// parsePeriod reads an ISO-8601 period; with zeroOK, P0D (none) is accepted too, as tests and benchmarks need for
+// the ingestion grace.
+func parsePeriod(name, v string, def retention.Period, zeroOK bool) (retention.Period, error) {
+	if v == "" {
+		return def, nil
+	}
+	if zeroOK && v == "P0D" {
+		return retention.Period{}, nil
+	}
+	p, err := retention.ParsePeriod(v)
+	if err != nil {
+		return def, fmt.Errorf("%s: %w", name, err)
+	}
+	return p, nil
 }

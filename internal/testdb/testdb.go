@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/migrations"
 	"github.com/acme/retention/postgres"
 )
@@ -149,7 +150,7 @@ func migrate(ctx context.Context, url string) error {
 	if _, err := postgres.MigrateUp(ctx, pool); err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
-	return nil
+	return jobs.Migrate(ctx, pool)
 }
 
 // withDatabaseURL returns url with its database replaced by name.

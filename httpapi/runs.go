@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/jobs"
+)
+
+// runDoc is a run as the API shows it.
+type runDoc struct {
+	ID           string          `json:"id"`
+	Status       string          `json:"status"`
+	Trigger      string          `json:"trigger"`
+	Store        string          `json:"store"`
+	ScheduledFor string          `json:"scheduledFor,omitempty"`
+	DryRun       bool            `json:"dryRun"`
+	EvaluatedAt  string          `json:"evaluatedAt"`
+	CreatedAt    string          `json:"createdAt"`
+	StartedAt    string          `json:"startedAt,omitempty"`
+	FinishedAt   string          `json:"finishedAt,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	Progress     runProgress     `json:"progress"`
+	Datasets     []runDatasetDoc `json:"datasets"`
+	Links        map[string]link `json:"_links"`
+}
+
+type runProgress struct {
+	DatasetsDone  int   `json:"datasetsDone"`
+	DatasetsTotal int   `json:"datasetsTotal"`
+	RowsDeleted   int64 `json:"rowsDeleted"`
+}
+
+type runDatasetDoc struct {
+	DatasetID         string  `json:"datasetId"`
+	Store             string  `json:"store"`
+	Status            string  `json:"status"`
+	TTLValue          *string `json:"ttlValue"`
+	RowsDeleted       int64   `json:"rowsDeleted"`
+	PartitionsDropped int     `json:"partitionsDropped"`
+	Error             string  `json:"error,omitempty"`
+}
+
+// rfc3339ms is how run times are shown: RFC 3339 with milliseconds, in UTC.
+const rfc3339ms = "2006-01-02T15:04:05.000Z07:00"
+
+func formatTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(rfc3339ms)
+}
+
+func newRunDoc(r *jobs.Run) runDoc {
+	doc := runDoc{
+		ID: r.ID, Status: r.Status, Trigger: r.Trigger, Store: string(r.Store), ScheduledFor: formatTime(r.ScheduledFor),
+		DryRun: r.DryRun, EvaluatedAt: formatTime(&r.EvaluatedAt), CreatedAt: formatTime(&r.CreatedAt),
+		StartedAt: formatTime(r.StartedAt), FinishedAt: formatTime(r.FinishedAt), Error: r.Error,
+		Progress: runProgress{DatasetsDone: r.DatasetsDone, DatasetsTotal: r.DatasetsTotal, RowsDeleted: r.RowsDeleted},
+		Datasets: make([]runDatasetDoc, 0, len(r.Datasets)),
+		Links:    map[string]link{"self": {Href: "/retention/runs/" + r.ID}},
+	}
+	for _, d := range r.Datasets {
+		doc.Datasets = append(doc.Datasets, runDatasetDoc{DatasetID: d.DatasetID, Store: string(r.Store), Status: d.Status,
+			TTLValue: d.TTLValue, RowsDeleted: d.RowsDeleted, PartitionsDropped: d.PartitionsDropped, Error: d.Error})
+	}
+	return doc
+}
+
+func (s *Server) listRuns(c echo.Context) error {
+	f := jobs.RunFilter{Limit: 20}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			return catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxListLimit, v)
+		}
+		f.Limit = n
+	}
+	if v := c.QueryParam("start"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return catalog.Invalid("invalid-parameter", "start", "start must be a whole number of at least 0, got %q", v)
+		}
+		f.Offset = n
+	}
+	runs, err := s.runs.FindRuns(c.Request().Context(), caller(c), f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Embedded struct {
+			Runs []runDoc `json:"runs"`
+		} `json:"_embedded"`
+		Links map[string]link `json:"_links"`
+	}{Links: map[string]link{"self": {Href: c.Request().URL.RequestURI()}}}
+	out.Embedded.Runs = make([]runDoc, 0, len(runs))
+	for _, r := range runs {
+		out.Embedded.Runs = append(out.Embedded.Runs, newRunDoc(r))
+	}
+	if len(runs) == f.Limit {
+		q := c.Request().URL.Query()
+		q.Set("start", strconv.Itoa(f.Offset+f.Limit))
+		out.Links["next"] = link{Href: c.Request().URL.Path + "?" + q.Encode()}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) getRun(c echo.Context) error {
+	run, err := s.runs.FindRun(c.Request().Context(), caller(c), c.Param("runId"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newRunDoc(run))
+}
+
+func (s *Server) startRun(c echo.Context) error {
+	body, err := readJSONObject(c)
+	if err != nil {
+		return err
+	}
+	req, err := parseRunRequest(body)
+	if err != nil {
+		return err
+	}
+	run, err := s.runs.StartRun(c.Request().Context(), caller(c), req)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderLocation, "/retention/runs/"+run.ID)
+	return c.JSON(http.StatusAccepted, newRunDoc(run))
+}
+
+func parseRunRequest(body map[string]any) (jobs.RunRequest, error) {
+	req := jobs.RunRequest{Store: catalog.LakeHouse}
+	for key, v := range body {
+		switch key {
+		case "dryRun":
+			b, ok := v.(bool)
+			if !ok {
+				return req, catalog.Invalid("invalid-type", "dryRun", "dryRun must be true or false")
+			}
+			req.DryRun = b
+		case "store":
+			st, _ := v.(string)
+			req.Store = catalog.Store(st)
+			if !req.Store.Valid() {
+				return req, catalog.Invalid("invalid-field", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile")
+			}
+		case "datasetIds":
+			ids, ok := v.([]any)
+			if !ok {
+				return req, catalog.Invalid("invalid-type", "datasetIds", "datasetIds must be an array of dataset ids")
+			}
+			for _, raw := range ids {
+				id, _ := raw.(string)
+				if err := catalog.ValidateDatasetID(id); err != nil {
+					return req, catalog.Invalid("invalid-field", "datasetIds", "datasetIds holds %v, which is not a dataset id (24 lowercase hex)", raw)
+				}
+				req.DatasetIDs = append(req.DatasetIDs, id)
+			}
+		default:
+			return req, catalog.Invalid("unknown-field", key, "%s is not a field of a run request; use datasetIds, dryRun and store", key)
+		}
+	}
+	return req, nil
+}

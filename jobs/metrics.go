@@ -1,0 +1,65 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus metrics of retention runs.
+type Metrics struct {
+	rowsDeleted       *prometheus.CounterVec
+	partitionsDropped *prometheus.CounterVec
+	lastSuccess       *prometheus.GaugeVec
+	datasetsDone      *prometheus.CounterVec
+}
+
+// NewMetrics registers the retention metrics with reg (nil: not registered, as in tests). overdue, when set, is
+// read at every scrape: the number of datasets whose last successful run is older than their schedule allows.
+func NewMetrics(reg prometheus.Registerer, overdue func() float64) *Metrics {
+	m := &Metrics{
+		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_rows_deleted_total", Help: "Rows removed by retention runs, by store.",
+		}, []string{"store"}),
+		partitionsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_partitions_dropped_total", Help: "Partitions dropped whole by retention runs, by store.",
+		}, []string{"store"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_dataset_last_success_timestamp_seconds", Help: "When a run last finished a dataset's store successfully.",
+		}, []string{"dataset_id", "store"}),
+		datasetsDone: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_run_datasets_total", Help: "Datasets' parts of runs finished, by store and status.",
+		}, []string{"store", "status"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.rowsDeleted, m.partitionsDropped, m.lastSuccess, m.datasetsDone)
+		if overdue != nil {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "retention_datasets_overdue", Help: "Datasets whose last successful run is older than their schedule allows.",
+			}, overdue))
+		}
+	}
+	return m
+}
+
+func (m *Metrics) removed(store string, rows int64, partitions int) {
+	if m == nil {
+		return
+	}
+	m.rowsDeleted.WithLabelValues(store).Add(float64(rows))
+	m.partitionsDropped.WithLabelValues(store).Add(float64(partitions))
+}
+
+func (m *Metrics) datasetDone(datasetID, store string, ok bool, now time.Time) {
+	if m == nil {
+		return
+	}
+	status := StatusSucceeded
+	if !ok {
+		status = StatusFailed
+	}
+	m.datasetsDone.WithLabelValues(store, status).Inc()
+	if ok {
+		m.lastSuccess.WithLabelValues(datasetID, store).Set(float64(now.Unix()))
+	}
+}

@@ -1,0 +1,82 @@
+package jobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
+)
+
+// Run statuses.
+const (
+	StatusPending   = "pending"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusPartial   = "partial" // some datasets failed, others succeeded
+)
+
+// Triggers of a run.
+const (
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+)
+
+// Run is one retention run over one store.
+type Run struct {
+	ID           string
+	Store        catalog.Store
+	Trigger      string
+	ScheduledFor *time.Time // the cron slot of a scheduled run
+	Org, Sandbox string     // a manual run's scope; empty for a scheduled run
+	DatasetIDs   []string   // a manual run limited to some datasets
+	DryRun       bool
+	Status       string
+	EvaluatedAt  time.Time // the one time at which the run judges expiry
+	Grace        retention.Period
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	Error        string
+	// Datasets are the per-dataset parts the reader may see, and the totals below count only them.
+	Datasets      []RunDataset
+	DatasetsTotal int
+	DatasetsDone  int
+	RowsDeleted   int64
+}
+
+// RunDataset is one dataset's part of a run.
+type RunDataset struct {
+	DatasetID         string
+	Status            string
+	TTLValue          *string
+	RowsDeleted       int64 // rows removed; in a dry run, rows that would be
+	PartitionsDropped int
+	Error             string
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+}
+
+// RunRequest asks for a manual run in the caller's org and sandbox.
+type RunRequest struct {
+	Store      catalog.Store
+	DatasetIDs []string
+	DryRun     bool
+}
+
+// RunFilter pages through runs, newest first.
+type RunFilter struct {
+	Offset, Limit int
+}
+
+// RunService reads and starts runs. A caller sees only its own org's and sandbox's part of a run.
+type RunService interface {
+	// StartRun creates a manual run and queues it. Returns ECONFLICT naming the run in progress when one already
+	// covers any of the same datasets, and ENOTFOUND for a dataset id the caller cannot see.
+	StartRun(ctx context.Context, c *catalog.Caller, req RunRequest) (*Run, error)
+	// FindRun returns the run; ENOTFOUND when it does not exist or holds nothing of the caller's.
+	FindRun(ctx context.Context, c *catalog.Caller, id string) (*Run, error)
+	// FindRuns returns the runs with a part in the caller's scope, newest first.
+	FindRuns(ctx context.Context, c *catalog.Caller, f RunFilter) ([]*Run, error)
+}

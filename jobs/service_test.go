@@ -1,0 +1,301 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
+)
+
+// testBundle is one database with the services a run needs, and a clock the test moves.
+type testBundle struct {
+	url      string
+	db       *postgres.DB
+	datasets *postgres.DatasetService
+	rows     *postgres.RowService
+	caller   *catalog.Caller
+	clock    *testClock
+}
+
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	url := testdb.New(t)
+	b := &testBundle{url: url, clock: &testClock{now: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)},
+		caller: &catalog.Caller{User: "u@example.com", ClientID: "c", Org: "ORG1@AdobeOrg", Sandbox: "prod", RequestID: "r"}}
+	b.db = b.openDB(t)
+	b.datasets, b.rows = postgres.NewDatasetService(b.db), postgres.NewRowService(b.db, 100)
+	return b
+}
+
+// openDB opens another pool on the bundle's database: a replica of its own, sharing the clock.
+func (b *testBundle) openDB(t *testing.T) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), b.url, nil)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	db.Now = b.clock.Now
+	return db
+}
+
+// replica starts a jobs.Service on a pool of its own, as another retentiond would.
+func (b *testBundle) replica(t *testing.T, work bool, sweep retention.SweepStore) *jobs.Service {
+	t.Helper()
+	db := b.openDB(t)
+	if sweep == nil {
+		sweep = postgres.NewSweepStore(db)
+	}
+	lake, err := jobs.ParseSchedule(jobs.DefaultLakeSchedule)
+	require.NoError(t, err)
+	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: sweep, Config: retention.SweepConfig{BatchSize: 25}}, nil,
+		jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Work: work, TickInterval: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.Stop(ctx)
+	})
+	return svc
+}
+
+// dataset creates a dataset with rows 1 to 24 months old (a row a month), and returns its id.
+func (b *testBundle) dataset(t *testing.T, name string, ttl string) string {
+	t.Helper()
+	ctx := context.Background()
+	ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: name,
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": ttl}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	require.NoError(t, err)
+	var rows []catalog.RowInput
+	for m := 1; m <= 24; m++ {
+		ingested := b.clock.Now().AddDate(0, -m, 0)
+		rows = append(rows, catalog.RowInput{ID: fmt.Sprintf("m%02d", m), Timestamp: ingested, IngestedAt: &ingested, Payload: []byte(`{}`)})
+	}
+	_, err = b.rows.IngestRows(ctx, b.caller, ds.ID, func(yield func(catalog.RowInput) bool) {
+		for _, r := range rows {
+			if !yield(r) {
+				return
+			}
+		}
+	}, catalog.IngestOptions{})
+	require.NoError(t, err)
+	return ds.ID
+}
+
+func (b *testBundle) rowCount(t *testing.T, id string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM lake_rows WHERE dataset_id = $1`, id).Scan(&n))
+	return n
+}
+
+// waitForRun waits until the run ends, woken by River's job events rather than by polling on a timer.
+func waitForRun(t *testing.T, b *testBundle, svcs []*jobs.Service, runID string) *jobs.Run {
+	t.Helper()
+	events := make(chan *river.Event, 100)
+	for _, svc := range svcs {
+		ch, cancel := svc.Client().Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobSnoozed)
+		t.Cleanup(cancel)
+		go func() {
+			for ev := range ch {
+				events <- ev
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	scope := &catalog.Caller{Org: b.caller.Org, Sandbox: b.caller.Sandbox}
+	for {
+		run, err := svcs[0].FindRun(ctx, scope, runID)
+		require.NoError(t, err)
+		if run.Status == jobs.StatusSucceeded || run.Status == jobs.StatusFailed || run.Status == jobs.StatusPartial {
+			return run
+		}
+		select {
+		case <-events:
+		case <-ctx.Done():
+			t.Fatalf("run %s did not end: %+v", runID, run)
+		}
+	}
+}
+
+func TestScheduledSlotRunsOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	a, c := b.replica(t, false, nil), b.replica(t, false, nil)
+	install := time.Date(2026, 11, 18, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, a.Tick(ctx, install))
+	require.NoError(t, c.Tick(ctx, install))
+	countRuns := func() int {
+		var n int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM retention_runs WHERE trigger = 'schedule'`).Scan(&n))
+		return n
+	}
+	require.Zero(t, countRuns(), "a fresh installation has no missed slot")
+
+	// Both replicas reach the Sunday 03:00 slot, with clocks a few seconds apart.
+	var wg sync.WaitGroup
+	for i, svc := range []*jobs.Service{a, c, a, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, svc.Tick(ctx, time.Date(2026, 11, 22, 3, 0, i*3, 0, time.UTC)))
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, 1, countRuns(), "one run for the slot")
+	var slot time.Time
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT scheduled_for FROM retention_runs`).Scan(&slot))
+	require.Equal(t, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), slot.UTC())
+
+	// Three weeks with no replica running: the missed slots are caught up by one run, the latest.
+	require.NoError(t, a.Tick(ctx, time.Date(2026, 12, 15, 9, 0, 0, 0, time.UTC)))
+	require.NoError(t, c.Tick(ctx, time.Date(2026, 12, 15, 9, 0, 1, 0, time.UTC)))
+	require.Equal(t, 2, countRuns())
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT max(scheduled_for) FROM retention_runs`).Scan(&slot))
+	require.Equal(t, time.Date(2026, 12, 13, 3, 0, 0, 0, time.UTC), slot.UTC())
+}
+
+func TestRunDeletesExpiredRowsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
+	workers := []*jobs.Service{b.replica(t, true, nil), b.replica(t, true, nil)}
+	b.clock.Set(b.clock.Now().Add(time.Hour))
+	run, err := workers[0].StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	require.NoError(t, err)
+	require.Equal(t, jobs.TriggerManual, run.Trigger)
+	run = waitForRun(t, b, workers, run.ID)
+	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	// Rows 1 to 24 months old, and 30 days of grace that every row has passed: 3M keeps 2 rows, 6M 5, 12M 11.
+	for i, keep := range []int{2, 5, 11} {
+		require.Equal(t, keep, b.rowCount(t, ids[i]), "dataset %d", i)
+	}
+	require.Equal(t, 3, run.DatasetsDone)
+	require.EqualValues(t, 22+19+13, run.RowsDeleted)
+	for i, ds := range run.Datasets {
+		require.Equal(t, jobs.StatusSucceeded, ds.Status, "dataset %d", i)
+	}
+
+	var events int
+	var counted int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
+		SELECT count(*), sum((details->>'rowsDeleted')::bigint) FROM audit_events WHERE action = 'Expire' AND details->>'runId' = $1`,
+		run.ID).Scan(&events, &counted))
+	require.Equal(t, 3, events, "one Expire event per dataset")
+	require.EqualValues(t, 22+19+13, counted, "audit counts equal the rows removed")
+	ds, err := b.datasets.FindDatasetByID(context.Background(), b.caller, ids[0])
+	require.NoError(t, err)
+	require.NotNil(t, ds.RowExpiration[catalog.LakeHouse].LastCompleted)
+}
+
+func TestDryRunCountsWithoutDeleting(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.dataset(t, "a", "P6M")
+	w := b.replica(t, true, nil)
+	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DryRun: true})
+	require.NoError(t, err)
+	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
+	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	require.EqualValues(t, 19, run.RowsDeleted, "rows a real run would delete")
+	require.Equal(t, 24, b.rowCount(t, id))
+	var events int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE action = 'Expire'`).Scan(&events))
+	require.Zero(t, events, "dry runs write no audit events")
+
+	real, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	require.NoError(t, err)
+	real = waitForRun(t, b, []*jobs.Service{w}, real.ID)
+	require.Equal(t, run.RowsDeleted, real.RowsDeleted, "a dry run counts exactly what a run deletes")
+}
+
+func TestManualRunConflicts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.dataset(t, "a", "P6M")
+	queueOnly := b.replica(t, false, nil)
+	first, err := queueOnly.StartRun(context.Background(), b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	require.NoError(t, err)
+	_, err = queueOnly.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(err))
+	require.Contains(t, err.Error(), first.ID)
+	other := *b.caller
+	other.Org = "ORG2@AdobeOrg"
+	_, err = queueOnly.StartRun(context.Background(), &other, jobs.RunRequest{DatasetIDs: []string{id}})
+	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "another org's dataset is not found")
+}
+
+// blockingSweep holds the first row-level delete of a run until released, so the test can act while a run is in
+// progress.
+type blockingSweep struct {
+	retention.SweepStore
+	once     sync.Once
+	reached  chan struct{}
+	released chan struct{}
+}
+
+func (s *blockingSweep) DeleteBatch(ctx context.Context, sw retention.Sweep, ds, part string, limit int) (int64, error) {
+	s.once.Do(func() {
+		close(s.reached)
+		<-s.released
+	})
+	return s.SweepStore.DeleteBatch(ctx, sw, ds, part, limit)
+}
+
+func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.dataset(t, "a", "P3M")
+	block := &blockingSweep{SweepStore: postgres.NewSweepStore(b.db), reached: make(chan struct{}), released: make(chan struct{})}
+	w := b.replica(t, true, block)
+	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	require.NoError(t, err)
+	<-block.reached
+	ctx := context.Background()
+	now := b.clock.Now()
+	_, err = b.rows.IngestRows(ctx, b.caller, id, func(yield func(catalog.RowInput) bool) {
+		yield(catalog.RowInput{ID: "during", Timestamp: now, Payload: []byte(`{}`)})
+	}, catalog.IngestOptions{})
+	require.NoError(t, err, "ingestion completes while the run is in progress")
+	rows, err := b.rows.FindRows(ctx, b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100})
+	require.NoError(t, err, "reads complete while the run is in progress")
+	require.Len(t, rows, 3)
+	_, err = b.datasets.FindDatasetByID(ctx, b.caller, id)
+	require.NoError(t, err)
+	close(block.released)
+	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
+	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	require.Equal(t, 3, b.rowCount(t, id), "the row stored during the run is kept")
+}

@@ -1,0 +1,138 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/acme/retention/retention"
+)
+
+// tickArgs is the periodic job that turns due cron slots into runs.
+type tickArgs struct{}
+
+// Kind implements river.JobArgs.
+func (tickArgs) Kind() string { return "retention_tick" }
+
+type tickWorker struct {
+	river.WorkerDefaults[tickArgs]
+	s *Service
+}
+
+func (w *tickWorker) Work(ctx context.Context, _ *river.Job[tickArgs]) error {
+	return w.s.Tick(ctx, w.s.store.Now())
+}
+
+// runArgs is the job that plans a run, drops whole partitions and fans the rest out by dataset.
+type runArgs struct {
+	RunID string `json:"run_id"`
+}
+
+// Kind implements river.JobArgs.
+func (runArgs) Kind() string { return "retention_run" }
+
+type runWorker struct {
+	river.WorkerDefaults[runArgs]
+	s *Service
+}
+
+func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	s := w.s
+	plan, err := s.store.PrepareRun(ctx, job.Args.RunID)
+	if err != nil {
+		return w.failOnLastAttempt(ctx, job, err)
+	}
+	if len(plan.Pending) == 0 {
+		return s.store.FinishEmptyRun(ctx, job.Args.RunID)
+	}
+	dropped, err := s.sweeper.DropPartitions(ctx, plan.Sweep)
+	if err != nil {
+		return w.failOnLastAttempt(ctx, job, err)
+	}
+	if plan.DryRun {
+		return s.countDryRun(ctx, plan, dropped.Datasets)
+	}
+	var rows int64
+	for _, r := range dropped.Datasets {
+		rows += r.Rows
+	}
+	s.metrics.removed(plan.Sweep.Store, rows, dropped.Partitions)
+	params := make([]river.InsertManyParams, 0, len(plan.Pending))
+	for _, ds := range plan.Pending {
+		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: job.Args.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
+	}
+	if _, err := s.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("queue datasets of run %s: %w", job.Args.RunID, err)
+	}
+	return nil
+}
+
+func (w *runWorker) failOnLastAttempt(ctx context.Context, job *river.Job[runArgs], err error) error {
+	if job.Attempt >= job.MaxAttempts {
+		if ferr := w.s.store.FailRun(ctx, job.Args.RunID, err); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+	}
+	return err
+}
+
+// countDryRun counts, dataset by dataset, what a run would delete, and records it without deleting anything.
+func (s *Service) countDryRun(ctx context.Context, plan *Plan, dropped map[string]retention.SweepResult) error {
+	for _, ds := range plan.Pending {
+		res, err := s.sweeper.SweepDataset(ctx, plan.Sweep, ds)
+		out := Outcome{Counted: res.Rows + dropped[ds].Rows, Err: err}
+		if err := s.store.FinishDataset(ctx, plan.Sweep.RunID, ds, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// datasetArgs is the job that deletes one dataset's remaining expired rows of a run.
+type datasetArgs struct {
+	RunID     string `json:"run_id"`
+	DatasetID string `json:"dataset_id"`
+}
+
+// Kind implements river.JobArgs.
+func (datasetArgs) Kind() string { return "retention_dataset" }
+
+type datasetWorker struct {
+	river.WorkerDefaults[datasetArgs]
+	s *Service
+}
+
+func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) error {
+	s, a := w.s, job.Args
+	plan, err := s.store.PrepareRun(ctx, a.RunID)
+	if err != nil {
+		return err
+	}
+	if err := s.store.MarkDatasetStarted(ctx, a.RunID, a.DatasetID); err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := s.sweeper.SweepDataset(ctx, plan.Sweep, a.DatasetID)
+	s.metrics.removed(plan.Sweep.Store, res.Rows, 0)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Out of time or shutting down: every batch done so far is committed; pick up from here at once.
+			return river.JobSnooze(0)
+		}
+		if retryable(job, err) {
+			return err
+		}
+	}
+	if ferr := s.store.FinishDataset(context.WithoutCancel(ctx), a.RunID, a.DatasetID, Outcome{Err: err}); ferr != nil {
+		return ferr
+	}
+	s.cfg.Logger.InfoContext(ctx, "retention: dataset done", slog.String("run_id", a.RunID),
+		slog.String("dataset_id", a.DatasetID), slog.String("store", plan.Sweep.Store),
+		slog.Int64("rows_deleted", res.Rows), slog.Duration("duration", time.Since(start)), slog.Any("error", err))
+	s.metrics.datasetDone(a.DatasetID, plan.Sweep.Store, err == nil, s.store.Now())
+	return nil
+}

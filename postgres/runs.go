@@ -1,0 +1,336 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/retention/audit"
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/retention"
+)
+
+// RunStore keeps retention runs, their per-dataset parts and the ledger of what they removed.
+type RunStore struct{ db *DB }
+
+// NewRunStore returns a RunStore on db.
+func NewRunStore(db *DB) *RunStore { return &RunStore{db: db} }
+
+// Now returns the store's clock reading, so the scheduler and the runs share one clock.
+func (s *RunStore) Now() time.Time { return s.db.now() }
+
+// LastSlot returns the last slot the store's schedule ran. A fresh installation starts its schedule at now, so it
+// has no missed slot to catch up.
+func (s *RunStore) LastSlot(ctx context.Context, store catalog.Store, now time.Time) (time.Time, error) {
+	var last time.Time
+	err := s.db.Pool.QueryRow(ctx, `
+WITH ins AS (INSERT INTO retention_schedule (store, last_slot) VALUES ($1, $2) ON CONFLICT (store) DO NOTHING RETURNING last_slot)
+SELECT last_slot FROM ins UNION ALL SELECT last_slot FROM retention_schedule WHERE store = $1 LIMIT 1`, string(store), now).Scan(&last)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read schedule state of %s: %w", store, err)
+	}
+	return last, nil
+}
+
+// CreateScheduledRun creates the run of a slot unless one exists, and advances the schedule. The unique slot key makes
+// this safe when replicas, restarts or clocks a few seconds apart try the same slot. Returns the run id and whether
+// this call created it.
+func (s *RunStore) CreateScheduledRun(ctx context.Context, store catalog.Store, slot time.Time, grace retention.Period) (string, bool, error) {
+	now := s.db.now()
+	id := uuid.NewString()
+	created := false
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+INSERT INTO retention_runs (id, store, trigger, scheduled_for, status, evaluated_at, grace, created_at)
+VALUES ($1, $2, 'schedule', $3, 'pending', $4, $5::interval, $4)
+ON CONFLICT (store, scheduled_for) WHERE scheduled_for IS NOT NULL DO NOTHING`, id, string(store), slot, now, grace.Interval())
+		if err != nil {
+			return err
+		}
+		created = tag.RowsAffected() == 1
+		_, err = tx.Exec(ctx, `UPDATE retention_schedule SET last_slot = GREATEST(last_slot, $2) WHERE store = $1`, string(store), slot)
+		return err
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("create run of %s slot %s: %w", store, slot.Format(time.RFC3339), err)
+	}
+	if !created {
+		err = s.db.Pool.QueryRow(ctx, `SELECT id FROM retention_runs WHERE store = $1 AND scheduled_for = $2`, string(store), slot).Scan(&id)
+	}
+	return id, created, err
+}
+
+// activeRunSQL finds a run in progress over the same store that covers any dataset of the request: a scheduled run
+// covers every dataset; a manual one its org and sandbox, or its listed datasets.
+const activeRunSQL = `
+SELECT id FROM retention_runs
+WHERE store = $1 AND status IN ('pending', 'running')
+  AND (trigger = 'schedule'
+       OR (org_id = $2 AND sandbox_name = $3
+           AND (dataset_ids IS NULL OR $4::text[] IS NULL OR dataset_ids && $4::text[])))
+ORDER BY created_at LIMIT 1`
+
+// CreateManualRun creates a manual run in the caller's scope, refusing with ECONFLICT when a run in progress already
+// covers any of the same datasets.
+func (s *RunStore) CreateManualRun(ctx context.Context, c *catalog.Caller, req jobs.RunRequest, grace retention.Period) (string, error) {
+	now := s.db.now()
+	id := uuid.NewString()
+	var ids any
+	if len(req.DatasetIDs) > 0 {
+		ids = req.DatasetIDs
+	}
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		// Serialize run creation, so two requests at once cannot both see no run in progress.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7436500003)`); err != nil {
+			return err
+		}
+		for _, dsID := range req.DatasetIDs {
+			if _, err := findDataset(ctx, tx, c, dsID, false); err != nil {
+				return err
+			}
+		}
+		var active string
+		err := tx.QueryRow(ctx, activeRunSQL, string(req.Store), c.Org, c.Sandbox, ids).Scan(&active)
+		if err == nil {
+			return &catalog.Error{Code: catalog.ECONFLICT, Type: "run-in-progress", Field: "datasetIds",
+				Message: fmt.Sprintf("run %s is in progress over the same datasets; wait for it to end (GET /retention/runs/%s)", active, active)}
+		}
+		if err != pgx.ErrNoRows {
+			return err
+		}
+		_, err = tx.Exec(ctx, `
+INSERT INTO retention_runs (id, store, trigger, org_id, sandbox_name, dataset_ids, dry_run, status, evaluated_at, grace, created_at)
+VALUES ($1, $2, 'manual', $3, $4, $5, $6, 'pending', $7, $8::interval, $7)`,
+			id, string(req.Store), c.Org, c.Sandbox, ids, req.DryRun, now, grace.Interval())
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("start run: %w", err)
+	}
+	return id, nil
+}
+
+// PrepareRun lists the run's datasets on its first call (every dataset of the store with rows, or with its rows
+// left over after a deletion, within the run's scope) and marks it running; later calls return what is left. It is
+// idempotent, so a job retried after a crash picks up where the run stopped.
+func (s *RunStore) PrepareRun(ctx context.Context, runID string) (*jobs.Plan, error) {
+	plan := &jobs.Plan{}
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		var status, store string
+		var org, sandbox *string
+		var ids []string
+		g := &plan.Sweep.Grace
+		err := tx.QueryRow(ctx, `SELECT status, store, org_id, sandbox_name, dataset_ids, dry_run, evaluated_at,
+			date_part('year', grace)::bigint, date_part('month', grace)::bigint, date_part('day', grace)::bigint
+			FROM retention_runs WHERE id = $1 FOR UPDATE`, runID).
+			Scan(&status, &store, &org, &sandbox, &ids, &plan.DryRun, &plan.Sweep.At, &g.Years, &g.Months, &g.Days)
+		if err != nil {
+			return translate(err, "run "+runID+" was not found")
+		}
+		plan.Sweep.RunID, plan.Sweep.Store = runID, store
+		if status == jobs.StatusPending {
+			if err := listRunDatasets(ctx, tx, runID, store, org, sandbox, ids, s.db.now()); err != nil {
+				return err
+			}
+		}
+		if org != nil {
+			plan.Sweep.Datasets = map[string]bool{}
+			if err := scopeDatasets(ctx, tx, runID, plan.Sweep.Datasets); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT dataset_id FROM retention_run_datasets WHERE run_id = $1 AND status IN ('pending', 'running') ORDER BY dataset_id`, runID)
+		if err != nil {
+			return err
+		}
+		plan.Pending, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("prepare run %s: %w", runID, err)
+	}
+	if plan.DryRun {
+		plan.Sweep.DryRun = true
+		plan.Sweep.Accounted = map[string]bool{}
+	}
+	return plan, nil
+}
+
+func scopeDatasets(ctx context.Context, tx pgx.Tx, runID string, into map[string]bool) error {
+	rows, err := tx.Query(ctx, `SELECT dataset_id FROM retention_run_datasets WHERE run_id = $1`, runID)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, id := range ids {
+		into[id] = true
+	}
+	return err
+}
+
+func listRunDatasets(ctx context.Context, tx pgx.Tx, runID, store string, org, sandbox *string, ids []string, now time.Time) error {
+	var idFilter any
+	if len(ids) > 0 {
+		idFilter = ids
+	}
+	tag, err := tx.Exec(ctx, `
+INSERT INTO retention_run_datasets (run_id, dataset_id, org_id, sandbox_name, status, ttl_value)
+SELECT $1, d.id, d.org_id, d.sandbox_name, 'pending', re.ttl_value
+FROM datasets d
+LEFT JOIN row_expirations re ON re.dataset_id = d.id AND re.store = $2
+WHERE ($3::text IS NULL OR (d.org_id = $3 AND d.sandbox_name = $4))
+  AND ($5::text[] IS NULL OR d.id = ANY($5::text[]))
+  AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
+              WHERE st.dataset_id = d.id AND p.store = $2 AND st.row_count > 0)
+ON CONFLICT DO NOTHING`, runID, store, org, sandbox, idFilter)
+	if err != nil {
+		return fmt.Errorf("list datasets of run %s: %w", runID, err)
+	}
+	_, err = tx.Exec(ctx, `UPDATE retention_runs SET status = 'running', started_at = $2, datasets_total = $3 WHERE id = $1`,
+		runID, now, tag.RowsAffected())
+	return err
+}
+
+// MarkDatasetStarted records when a dataset's part began.
+func (s *RunStore) MarkDatasetStarted(ctx context.Context, runID, datasetID string) error {
+	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_run_datasets SET status = 'running', started_at = COALESCE(started_at, $3)
+		WHERE run_id = $1 AND dataset_id = $2 AND status = 'pending'`, runID, datasetID, s.db.now())
+	return err
+}
+
+// FinishDataset ends a dataset's part of a run in one transaction: its status, its Expire audit event built from the
+// ledger (so counts are exact across interruptions), its lastCompleted, and the run's progress and final status.
+// Calling it again for a part already finished does nothing.
+func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) error {
+	now := s.db.now()
+	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+		var p finishedPart
+		err := tx.QueryRow(ctx, `
+SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at, COALESCE(d.name, '')
+FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
+WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'running') FOR UPDATE OF rd`, runID, datasetID).
+			Scan(&p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun, &p.evaluatedAt, &p.name)
+		if err == pgx.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(sum(rows_deleted), 0)::bigint, count(*) FILTER (WHERE dropped)
+			FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, datasetID).Scan(&p.rows, &p.dropped); err != nil {
+			return err
+		}
+		status, errText := jobs.StatusSucceeded, ""
+		if out.Err != nil {
+			status, errText = jobs.StatusFailed, out.Err.Error()
+		}
+		var counted any
+		if p.dryRun {
+			counted = out.Counted
+		}
+		if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
+			finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = $2`,
+			runID, datasetID, status, errText, counted, now); err != nil {
+			return err
+		}
+		if !p.dryRun {
+			if err := recordExpire(ctx, tx, runID, datasetID, p, status, errText, now); err != nil {
+				return err
+			}
+		}
+		return finishRunIfDone(ctx, tx, runID, now)
+	})
+}
+
+type finishedPart struct {
+	org, sandbox, store, name string
+	ttl                       *string
+	started                   *time.Time
+	dryRun                    bool
+	evaluatedAt               time.Time
+	rows                      int64
+	dropped                   int
+}
+
+func recordExpire(ctx context.Context, tx pgx.Tx, runID, datasetID string, p finishedPart, status, errText string, now time.Time) error {
+	if status == jobs.StatusSucceeded {
+		if _, err := tx.Exec(ctx, `UPDATE row_expirations SET last_completed_at = $3 WHERE dataset_id = $1 AND store = $2`,
+			datasetID, p.store, now); err != nil {
+			return err
+		}
+	}
+	duration := int64(0)
+	if p.started != nil {
+		duration = now.Sub(*p.started).Milliseconds()
+	}
+	auditStatus := audit.StatusSuccess
+	if status != jobs.StatusSucceeded {
+		auditStatus = audit.StatusFailure
+	}
+	return writeAuditEvent(ctx, tx, &audit.Event{
+		Org: p.org, Sandbox: p.sandbox, Timestamp: now, RequestID: "run:" + runID, AssetType: audit.AssetDataset,
+		AssetID: datasetID, AssetName: p.name, Action: audit.ActionExpire, Status: auditStatus,
+		User: "retention-service", ClientID: "retentiond",
+		Details: map[string]any{
+			"runId": runID, "store": p.store, "ttlValue": p.ttl, "evaluatedAt": p.evaluatedAt.UTC().Format(time.RFC3339Nano),
+			"rowsDeleted": p.rows, "partitionsDropped": p.dropped, "durationMs": duration, "status": status, "error": errText,
+		},
+	})
+}
+
+func finishRunIfDone(ctx context.Context, tx pgx.Tx, runID string, now time.Time) error {
+	_, err := tx.Exec(ctx, `
+UPDATE retention_runs r SET datasets_done = c.done,
+    status = CASE WHEN c.done < c.total THEN r.status
+                  WHEN c.failed = 0 THEN 'succeeded'
+                  WHEN c.failed = c.total THEN 'failed'
+                  ELSE 'partial' END,
+    finished_at = CASE WHEN c.done < c.total THEN NULL ELSE $2::timestamptz END
+FROM (SELECT count(*) AS total, count(*) FILTER (WHERE status IN ('succeeded', 'failed')) AS done,
+             count(*) FILTER (WHERE status = 'failed') AS failed
+      FROM retention_run_datasets WHERE run_id = $1) c
+WHERE r.id = $1`, runID, now)
+	return err
+}
+
+// FinishEmptyRun ends a run that had no dataset to process.
+func (s *RunStore) FinishEmptyRun(ctx context.Context, runID string) error {
+	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_runs SET status = 'succeeded', finished_at = $2
+		WHERE id = $1 AND status = 'running' AND datasets_total = 0`, runID, s.db.now())
+	return err
+}
+
+// FailRun ends a run whose planning failed for good.
+func (s *RunStore) FailRun(ctx context.Context, runID string, cause error) error {
+	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_runs SET status = 'failed', error = $3, finished_at = $2
+		WHERE id = $1 AND status IN ('pending', 'running')`, runID, s.db.now(), cause.Error())
+	return err
+}
+
+// PruneHistory deletes runs that finished before cutoff, with their parts and ledger; audit events stay.
+func (s *RunStore) PruneHistory(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM retention_runs WHERE finished_at < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("prune run history: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Overdue counts the datasets with rows in the store whose last successful run finished before cutoff (or that never
+// had one and existed before it).
+func (s *RunStore) Overdue(ctx context.Context, store catalog.Store, cutoff time.Time) (int, error) {
+	var n int
+	err := s.db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM datasets d JOIN row_expirations re ON re.dataset_id = d.id AND re.store = $1
+WHERE d.deleted_at IS NULL AND d.created_at < $2 AND (re.last_completed_at IS NULL OR re.last_completed_at < $2)
+  AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
+              WHERE st.dataset_id = d.id AND p.store = $1 AND st.row_count > 0)`, string(store), cutoff).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count overdue datasets of %s: %w", store, err)
+	}
+	return n, nil
+}
