@@ -64,7 +64,8 @@ func setup(t testing.TB) *testBundle {
 	require.NoError(t, err)
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
-		Ready: db.Ready, Registry: prometheus.NewRegistry(),
+		Preview: postgres.NewPreviewService(db, retention.Period{}),
+		Ready:   db.Ready, Registry: prometheus.NewRegistry(),
 		ChunkCommitted: func(n int) {
 			select {
 			case b.chunks <- n:

@@ -28,6 +28,7 @@ type Config struct {
 	Datasets catalog.DatasetService
 	Rows     catalog.RowService
 	Runs     jobs.RunService
+	Preview  jobs.PreviewService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun  func(store catalog.Store) *time.Time
 	Auth     *Authenticator
@@ -44,6 +45,7 @@ type Server struct {
 	datasets catalog.DatasetService
 	rows     catalog.RowService
 	runs     jobs.RunService
+	preview  jobs.PreviewService
 	nextRun  func(store catalog.Store) *time.Time
 	auth     *Authenticator
 	logger   *slog.Logger
@@ -56,7 +58,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
 	}
 	if s.logger == nil {
@@ -90,6 +92,7 @@ func (s *Server) routes(g *echo.Group) {
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
+	g.GET("/ttl/:id/preview", s.previewTTL, read)
 	g.GET("/retention/runs", s.listRuns, read)
 	g.GET("/retention/runs/:runId", s.getRun, read)
 	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))

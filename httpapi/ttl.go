@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
 )
 
 // getTTL answers GET /ttl/{id}: the dataset with each store's TTL limits, as in the seed.
@@ -41,4 +42,65 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 	}
 	setETag(c, ds)
 	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
+}
+
+type previewDoc struct {
+	DatasetID    string          `json:"datasetId"`
+	Store        string          `json:"store"`
+	TTLValue     *string         `json:"ttlValue"`
+	EvaluatedAt  string          `json:"evaluatedAt"`
+	RowsToDelete int64           `json:"rowsToDelete"`
+	RowCount     int64           `json:"rowCount"`
+	Distribution distributionDoc `json:"distribution"`
+}
+
+type distributionDoc struct {
+	Estimated bool        `json:"estimated"`
+	Buckets   []bucketDoc `json:"buckets"`
+}
+
+type bucketDoc struct {
+	Month string `json:"month"`
+	Rows  int64  `json:"rows"`
+}
+
+// previewTTL answers GET /ttl/{id}/preview: how many rows a run would delete now with ttlValue (the current TTL
+// when absent), and the rows by age, without deleting anything.
+func (s *Server) previewTTL(c echo.Context) error {
+	id, err := datasetID(c)
+	if err != nil {
+		return err
+	}
+	store := catalog.LakeHouse
+	if v := c.QueryParam("store"); v != "" {
+		if store = catalog.Store(v); !store.Valid() {
+			return catalog.Invalid("invalid-parameter", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile, got %q", v)
+		}
+	}
+	var ttl *retention.Period
+	raw, useCurrent := c.QueryParam("ttlValue"), true
+	if raw != "" {
+		useCurrent = false
+		var value any = raw
+		if raw == "null" {
+			value = nil
+		}
+		if ttl, err = catalog.ParseTTLValue("ttlValue", value); err != nil {
+			return err
+		}
+	}
+	p, err := s.preview.Preview(c.Request().Context(), caller(c), id, store, ttl, useCurrent)
+	if err != nil {
+		return err
+	}
+	doc := previewDoc{DatasetID: id, Store: string(store), EvaluatedAt: formatTime(&p.At), RowsToDelete: p.RowsToDelete,
+		RowCount: p.RowCount, Distribution: distributionDoc{Estimated: p.Estimated, Buckets: []bucketDoc{}}}
+	if p.TTL != nil {
+		v := p.TTL.String()
+		doc.TTLValue = &v
+	}
+	for _, b := range p.Distribution {
+		doc.Distribution.Buckets = append(doc.Distribution.Buckets, bucketDoc{Month: b.Month.UTC().Format("2006-01"), Rows: b.Rows})
+	}
+	return c.JSON(http.StatusOK, doc)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -379,4 +380,43 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	}
 	require.Equal(t, "P3M", rowExpiration(t, doc, "adobe_lakeHouse")["ttlValue"])
 	require.Equal(t, writers+1, b.auditCount(t, id))
+}
+
+func TestTTLPreview(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.setNow(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	id := b.createDataset(t, datasetOpts{})
+	var lines []string
+	for m := 1; m <= 24; m++ {
+		lines = append(lines, event(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).AddDate(0, -m, 0).Format(time.RFC3339), fmt.Sprintf(`"_id":"m%02d"`, m)))
+	}
+	b.ingest(t, id, ndjson(lines...))
+	preview := func(q string) map[string]any {
+		resp := b.do(t, request{method: http.MethodGet, path: "/ttl/" + id + "/preview" + q})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		return resp.json(t)
+	}
+	current := preview("")
+	require.Equal(t, "P12M", current["ttlValue"])
+	require.EqualValues(t, 13, current["rowsToDelete"], "rows 12 to 24 months old, under P12M")
+	require.EqualValues(t, 24, current["rowCount"])
+	require.EqualValues(t, 22, preview("?ttlValue=P3M")["rowsToDelete"])
+	require.EqualValues(t, 13, preview("?ttlValue=null")["rowsToDelete"], "already expired rows stay expired")
+	require.EqualValues(t, 13, preview("?ttlValue=P2Y")["rowsToDelete"], "lengthening does not resurrect")
+	buckets := current["distribution"].(map[string]any)["buckets"].([]any)
+	require.Len(t, buckets, 24)
+	require.Equal(t, map[string]any{"month": "2026-10", "rows": float64(1)}, buckets[0])
+	doc, _ := b.getDataset(t, id)
+	require.Equal(t, "P12M", rowExpiration(t, doc, "adobe_lakeHouse")["ttlValue"], "a preview changes nothing")
+
+	for _, q := range []string{"?ttlValue=P1.5M", "?ttlValue=p3m", "?store=nope"} {
+		require.Equal(t, http.StatusBadRequest, b.do(t, request{method: http.MethodGet, path: "/ttl/" + id + "/preview" + q}).status, q)
+	}
+	record := b.createDataset(t, datasetOpts{behavior: "record"})
+	require.Equal(t, http.StatusBadRequest, b.do(t, request{method: http.MethodGet, path: "/ttl/" + record + "/preview"}).status)
+	other := *b
+	other.org = newOrg()
+	other.token = mintToken(t, other.org, allScopes, time.Hour)
+	require.Equal(t, http.StatusNotFound, other.do(t, request{method: http.MethodGet, path: "/ttl/" + id + "/preview"}).status)
 }

@@ -80,3 +80,27 @@ type RunService interface {
 	// FindRuns returns the runs with a part in the caller's scope, newest first.
 	FindRuns(ctx context.Context, c *catalog.Caller, f RunFilter) ([]*Run, error)
 }
+
+// Preview is what a run would delete from one store of a dataset now, and how the store's rows spread by age.
+type Preview struct {
+	At           time.Time
+	TTL          *retention.Period // the TTL the preview assumed
+	RowsToDelete int64
+	RowCount     int64       // rows stored, expired ones awaiting their run included
+	Distribution []AgeBucket // rows by event month, newest first
+	Estimated    bool        // the distribution is scaled up from a sample
+}
+
+// AgeBucket counts the rows whose event time falls in one calendar month.
+type AgeBucket struct {
+	Month time.Time
+	Rows  int64
+}
+
+// PreviewService answers "what would a run delete with this TTL", without deleting anything.
+type PreviewService interface {
+	// Preview counts the rows a run at now would delete from the store of the dataset if its TTL became ttl from
+	// now (useCurrent: the TTL it has), exactly as a dry run at that moment counts them, and spreads the store's
+	// rows by age. Returns ENOTFOUND for a dataset the caller cannot see, EINVALID for a record dataset.
+	Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (*Preview, error)
+}

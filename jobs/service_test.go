@@ -230,6 +230,9 @@ func TestDryRunCountsWithoutDeleting(t *testing.T) {
 	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
 	require.Equal(t, jobs.StatusSucceeded, run.Status)
 	require.EqualValues(t, 19, run.RowsDeleted, "rows a real run would delete")
+	preview, err := postgres.NewPreviewService(b.db, retention.Period{Days: 30}).Preview(context.Background(), b.caller, id, catalog.LakeHouse, nil, true)
+	require.NoError(t, err)
+	require.Equal(t, run.RowsDeleted, preview.RowsToDelete, "the preview counts what a dry run counts")
 	require.Equal(t, 24, b.rowCount(t, id))
 	var events int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE action = 'Expire'`).Scan(&events))

@@ -146,7 +146,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Rows: rows, Runs: runs, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
+		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
 		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 	})
 	return listen(ctx, cfg, api, logger)
