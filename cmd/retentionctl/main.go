@@ -34,6 +34,7 @@ Commands:
   migrate   up | down [-steps N] | status: manage the schema of DATABASE_URL
   policy    show | set: the TTL limits of an org
   load      bulk-load NDJSON files, or generated rows, into datasets
+  runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
   version   print the build's version
 
 Run 'retentionctl COMMAND -h' for a command's flags.
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, env getenv, out io.Writer) error {
 		return runPolicy(ctx, args[1:], env, out)
 	case "load":
 		return runLoad(ctx, args[1:], env, os.Stdin, out, os.Stderr)
+	case "runs":
+		return runRuns(ctx, args[1:], env, out)
 	case "version":
 		return runVersion(out)
 	case "help", "-h", "--help":

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/config"
+	"github.com/acme/retention/internal/demo"
+)
+
+// apiClient calls the service's REST API as an operator: the runs commands go through the API, so they work against
+// any replica and obey the same scopes as every other client.
+type apiClient struct {
+	base, token, org, sandbox string
+	http                      *http.Client
+}
+
+// newAPIClient reads RETENTION_URL (default http://127.0.0.1:8080) and RETENTION_TOKEN; without a token it mints one
+// for org from AUTH_HS256_SECRET, or the development secret.
+func newAPIClient(env getenv, org, sandbox string) (*apiClient, error) {
+	c := &apiClient{base: strings.TrimSuffix(env("RETENTION_URL"), "/"), token: env("RETENTION_TOKEN"), org: org, sandbox: sandbox,
+		http: &http.Client{Timeout: 30 * time.Second}}
+	if c.base == "" {
+		c.base = "http://127.0.0.1:8080"
+	}
+	if c.token != "" {
+		return c, nil
+	}
+	secret := env("AUTH_HS256_SECRET")
+	if secret == "" {
+		secret = config.DevSecret
+	}
+	token, err := httpapi.MintToken(secret, httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "retentionctl", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Org:              org, ClientID: "retentionctl", Scope: catalog.ScopeDatasetsRead + " " + catalog.ScopeRetentionRun + " " + catalog.ScopeAuditRead,
+	})
+	c.token = token
+	return c, err
+}
+
+func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("x-api-key", "retentionctl")
+	req.Header.Set("x-gw-ims-org-id", c.org)
+	req.Header.Set("x-sandbox-name", c.sandbox)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w (is retentiond running at RETENTION_URL?)", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var p httpapi.Problem
+		if json.Unmarshal(raw, &p) == nil && p.Detail != "" {
+			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, p.Detail)
+		}
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// runView is the part of a run the CLI shows.
+type runView struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	Trigger      string `json:"trigger"`
+	Store        string `json:"store"`
+	DryRun       bool   `json:"dryRun"`
+	ScheduledFor string `json:"scheduledFor"`
+	CreatedAt    string `json:"createdAt"`
+	FinishedAt   string `json:"finishedAt"`
+	Progress     struct {
+		DatasetsDone  int   `json:"datasetsDone"`
+		DatasetsTotal int   `json:"datasetsTotal"`
+		RowsDeleted   int64 `json:"rowsDeleted"`
+	} `json:"progress"`
+	Datasets []struct {
+		DatasetID         string  `json:"datasetId"`
+		Status            string  `json:"status"`
+		TTLValue          *string `json:"ttlValue"`
+		RowsDeleted       int64   `json:"rowsDeleted"`
+		PartitionsDropped int     `json:"partitionsDropped"`
+		Error             string  `json:"error"`
+	} `json:"datasets"`
+}
+
+func (r runView) finished() bool {
+	return r.Status == "succeeded" || r.Status == "failed" || r.Status == "partial"
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runRuns(ctx context.Context, args []string, env getenv, out io.Writer) error {
+	if len(args) == 0 || (args[0] != "start" && args[0] != "list" && args[0] != "show") {
+		fmt.Fprintln(out, "usage: retentionctl runs start [-dataset ID]... [-dry-run] [-store S] [-wait] | list | show RUN_ID")
+		return errUsage
+	}
+	fs := flag.NewFlagSet("runs "+args[0], flag.ContinueOnError)
+	org := fs.String("org", demo.Orgs[0], "the org (x-gw-ims-org-id)")
+	sandbox := fs.String("sandbox", catalog.DefaultSandbox, "the sandbox (x-sandbox-name)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	var datasets stringList
+	fs.Var(&datasets, "dataset", "with start: limit the run to this dataset (repeatable)")
+	dryRun := fs.Bool("dry-run", false, "with start: count what would be deleted, delete nothing")
+	store := fs.String("store", string(catalog.LakeHouse), "with start: adobe_lakeHouse or adobe_unifiedProfile")
+	wait := fs.Bool("wait", false, "with start: show progress until the run ends")
+	limit := fs.Int("limit", 20, "with list: how many runs, newest first")
+	if err := fs.Parse(args[1:]); err != nil {
+		return errUsage
+	}
+	client, err := newAPIClient(env, *org, *sandbox)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "start":
+		body := map[string]any{"dryRun": *dryRun, "store": *store}
+		if len(datasets) > 0 {
+			body["datasetIds"] = []string(datasets)
+		}
+		var run runView
+		if err := client.do(ctx, http.MethodPost, "/retention/runs", body, &run); err != nil {
+			return err
+		}
+		if *wait {
+			if run, err = waitForRun(ctx, client, run.ID); err != nil {
+				return err
+			}
+		}
+		return printRun(out, run, *asJSON)
+	case "show":
+		if fs.NArg() != 1 {
+			return errors.New("runs show needs one RUN_ID")
+		}
+		var run runView
+		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+fs.Arg(0), nil, &run); err != nil {
+			return err
+		}
+		return printRun(out, run, *asJSON)
+	}
+	var page struct {
+		Embedded struct {
+			Runs []runView `json:"runs"`
+		} `json:"_embedded"`
+	}
+	if err := client.do(ctx, http.MethodGet, fmt.Sprintf("/retention/runs?limit=%d", *limit), nil, &page); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(out).Encode(page.Embedded.Runs)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGER\tSTORE\tDRY RUN\tDATASETS\tROWS DELETED\tCREATED")
+	for _, r := range page.Embedded.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d/%d\t%d\t%s\n", r.ID, r.Status, r.Trigger, r.Store, r.DryRun,
+			r.Progress.DatasetsDone, r.Progress.DatasetsTotal, r.Progress.RowsDeleted, r.CreatedAt)
+	}
+	return tw.Flush()
+}
+
+// waitForRun shows a progress bar of the run's datasets until it ends.
+func waitForRun(ctx context.Context, client *apiClient, id string) (runView, error) {
+	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("run "+id[:8]),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	defer func() { _ = bar.Finish() }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var run runView
+		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
+			return run, err
+		}
+		if run.Progress.DatasetsTotal > 0 {
+			bar.ChangeMax(run.Progress.DatasetsTotal)
+			_ = bar.Set(run.Progress.DatasetsDone)
+			bar.Describe(fmt.Sprintf("run %s: %d rows deleted", id[:8], run.Progress.RowsDeleted))
+		}
+		if run.finished() {
+			return run, nil
+		}
+		select {
+		case <-ctx.Done():
+			return run, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func printRun(out io.Writer, r runView, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(r)
+	}
+	fmt.Fprintf(out, "run %s: %s (%s, %s, dry run %v), %d/%d datasets, %d rows deleted\n", r.ID, r.Status, r.Trigger,
+		r.Store, r.DryRun, r.Progress.DatasetsDone, r.Progress.DatasetsTotal, r.Progress.RowsDeleted)
+	if len(r.Datasets) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tSTATUS\tTTL\tROWS DELETED\tPARTITIONS DROPPED\tERROR")
+	for _, d := range r.Datasets {
+		ttl := "null"
+		if d.TTLValue != nil {
+			ttl = *d.TTLValue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", d.DatasetID, d.Status, ttl, d.RowsDeleted, d.PartitionsDropped, d.Error)
+	}
+	return tw.Flush()
+}

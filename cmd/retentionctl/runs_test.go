@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
+)
+
+func TestRunsCommands(t *testing.T) {
+	t.Parallel()
+	const secret = "runs-test-secret-of-at-least-32-bytes"
+	ctx := context.Background()
+	db := testdb.NewDB(t)
+	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)}, nil, jobs.Config{Work: true})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(ctx))
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	auth, err := httpapi.NewAuthenticator(ctx, secret, "", time.Now)
+	require.NoError(t, err)
+	datasets, rows := postgres.NewDatasetService(db), postgres.NewRowService(db, 0)
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Datasets: datasets, Rows: rows, Runs: svc, Auth: auth,
+		Ready: db.Ready, Registry: prometheus.NewRegistry()}))
+	t.Cleanup(srv.Close)
+
+	c := &catalog.Caller{User: "u", ClientID: "c", Org: "RUNSORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}
+	ds, err := datasets.CreateDataset(ctx, c, catalog.DatasetCreate{Name: "old", Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	old := time.Now().AddDate(-3, 0, 0)
+	_, err = rows.IngestRows(ctx, c, ds.ID, func(yield func(catalog.RowInput) bool) {
+		yield(catalog.RowInput{ID: "ancient", Timestamp: old, IngestedAt: &old, Payload: []byte(`{}`)})
+	}, catalog.IngestOptions{})
+	require.NoError(t, err)
+
+	env := map[string]string{"RETENTION_URL": srv.URL, "AUTH_HS256_SECRET": secret}
+	out := mustCtl(t, env, "runs", "start", "-org", c.Org, "-dataset", ds.ID, "-wait")
+	require.Contains(t, out, "succeeded")
+	require.Contains(t, out, "1 rows deleted")
+	runID := strings.TrimSuffix(strings.Fields(out)[1], ":")
+
+	require.Contains(t, mustCtl(t, env, "runs", "list", "-org", c.Org), runID)
+	require.Contains(t, mustCtl(t, env, "runs", "show", "-org", c.Org, "-json", runID), `"rowsDeleted":1`)
+	_, err = ctl(t, env, "runs", "show", "-org", "OTHER@AdobeOrg", runID)
+	require.ErrorContains(t, err, "404", "another org does not see the run")
+}
