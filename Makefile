@@ -32,8 +32,10 @@ help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
 	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z0-9_.-]+:.*## / { printf "  %-20s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-run: ## run retentiond locally (starts a private PostgreSQL unless DATABASE_URL is set)
-	$(GO) run ./cmd/retentiond --dev
+# Built first and then run, so that Ctrl-C reaches retentiond itself and it stops its PostgreSQL cleanly.
+run: ## run retentiond locally with demo data (starts a private PostgreSQL unless DATABASE_URL is set)
+	$(GO) build -o bin/ ./cmd/retentiond ./cmd/retentionctl
+	./bin/retentiond --dev
 
 build: ## build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
