@@ -173,6 +173,10 @@ func (s *Service) Tick(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
+		if id == "" {
+			s.cfg.Logger.InfoContext(ctx, "retention: slot waits for the previous run", slog.String("store", string(store)), slog.Time("slot", slot))
+			continue
+		}
 		if err := s.enqueueRun(ctx, id); err != nil {
 			return err
 		}

@@ -179,6 +179,12 @@ func TestScheduledSlotRunsOnceAcrossReplicas(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT scheduled_for FROM retention_runs`).Scan(&slot))
 	require.Equal(t, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), slot.UTC())
 
+	// The next slot comes while that run is still pending (no replica works here): it waits, no overlap.
+	require.NoError(t, a.Tick(ctx, time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)))
+	require.Equal(t, 1, countRuns(), "a run never overlaps the previous one")
+	_, err := b.db.Pool.Exec(ctx, `UPDATE retention_runs SET status = 'succeeded'`)
+	require.NoError(t, err)
+
 	// Three weeks with no replica running: the missed slots are caught up by one run, the latest.
 	require.NoError(t, a.Tick(ctx, time.Date(2026, 12, 15, 9, 0, 0, 0, time.UTC)))
 	require.NoError(t, c.Tick(ctx, time.Date(2026, 12, 15, 9, 0, 1, 0, time.UTC)))

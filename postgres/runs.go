@@ -37,13 +37,23 @@ SELECT last_slot FROM ins UNION ALL SELECT last_slot FROM retention_schedule WHE
 }
 
 // CreateScheduledRun creates the run of a slot unless one exists, and advances the schedule. The unique slot key makes
-// this safe when replicas, restarts or clocks a few seconds apart try the same slot. Returns the run id and whether
-// this call created it.
+// this safe when replicas, restarts or clocks a few seconds apart try the same slot. While an earlier run of the store
+// is still in progress the slot waits (a run never overlaps the previous one), and is created by a later tick.
+// Returns the run id ("" when the slot waits) and whether this call created it.
 func (s *RunStore) CreateScheduledRun(ctx context.Context, store catalog.Store, slot time.Time, grace retention.Period) (string, bool, error) {
 	now := s.db.now()
 	id := uuid.NewString()
-	created := false
+	created, waiting := false, false
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		// Serialize the store's scheduling, so the in-progress check and the insert see one state.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('schedule:' || $1, 0))`, string(store)); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM retention_runs WHERE store = $1 AND trigger = 'schedule'
+			AND status IN ('pending', 'running') AND scheduled_for < $2)`, string(store), slot).Scan(&waiting)
+		if err != nil || waiting {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `
 INSERT INTO retention_runs (id, store, trigger, scheduled_for, status, evaluated_at, grace, created_at)
 VALUES ($1, $2, 'schedule', $3, 'pending', $4, $5::interval, $4)
@@ -57,6 +67,9 @@ ON CONFLICT (store, scheduled_for) WHERE scheduled_for IS NOT NULL DO NOTHING`, 
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("create run of %s slot %s: %w", store, slot.Format(time.RFC3339), err)
+	}
+	if waiting {
+		return "", false, nil
 	}
 	if !created {
 		err = s.db.Pool.QueryRow(ctx, `SELECT id FROM retention_runs WHERE store = $1 AND scheduled_for = $2`, string(store), slot).Scan(&id)

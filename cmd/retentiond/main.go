@@ -176,9 +176,10 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 		}
 		return float64(n)
 	})
-	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger}
+	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize}}
 	svc, err := jobs.New(db.Pool, store, sweeper, metrics, jobs.Config{
 		Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Work: cfg.Scheduler, Logger: logger,
+		JobTimeout: cfg.JobTimeout, RescueAfter: cfg.RescueAfter,
 	})
 	return svc, schedules, err
 }

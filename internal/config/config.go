@@ -39,6 +39,10 @@ type Config struct {
 	ProfileSchedule string           `json:"retention_profile_schedule"`
 	IngestionGrace  retention.Period `json:"retention_ingestion_grace"`
 	HistoryKeep     retention.Period `json:"retention_history_keep"`
+	// Tuning of the runs; the defaults suit production (jobs.Config and retention.SweepConfig document them).
+	BatchSize   int           `json:"retention_batch_size"`
+	JobTimeout  time.Duration `json:"retention_job_timeout"`
+	RescueAfter time.Duration `json:"retention_rescue_after"`
 }
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.
@@ -77,6 +81,15 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	add(err)
 	cfg.HistoryKeep, err = parsePeriod("RETENTION_HISTORY_KEEP", getenv("RETENTION_HISTORY_KEEP"), retention.Period{Years: 1}, false)
 	add(err)
+	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
+	add(err)
+	cfg.JobTimeout, err = parseDuration("RETENTION_JOB_TIMEOUT", getenv("RETENTION_JOB_TIMEOUT"), 20*time.Second)
+	add(err)
+	cfg.RescueAfter, err = parseDuration("RETENTION_RESCUE_AFTER", getenv("RETENTION_RESCUE_AFTER"), 30*time.Second)
+	add(err)
+	if err == nil && cfg.RescueAfter <= cfg.JobTimeout {
+		add(errors.New("RETENTION_RESCUE_AFTER must be longer than RETENTION_JOB_TIMEOUT, so a live job is never taken for a stuck one"))
+	}
 	add(cfg.validate())
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -185,4 +198,15 @@ func parsePeriod(name, v string, def retention.Period, zeroOK bool) (retention.P
 		return def, fmt.Errorf("%s: %w", name, err)
 	}
 	return p, nil
+}
+
+func parseInt(name, v string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return def, fmt.Errorf("%s must be a whole number from %d to %d; got %q", name, lo, hi, v)
+	}
+	return n, nil
 }

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/postgres"
+)
+
+// TestKilledReplicaRunCompletes kills a retentiond with SIGKILL in the middle of a run and starts another: the same
+// run reaches succeeded, no row is deleted early, and the counts stay exact.
+func TestKilledReplicaRunCompletes(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "retentiond")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	url := testdb.New(t)
+	db, err := postgres.Open(context.Background(), url, nil)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	now := time.Now().UTC()
+	c := &catalog.Caller{User: "u", ClientID: "c", Org: "KILL@AdobeOrg", Sandbox: "prod", RequestID: "r"}
+	ids, expired, kept := seedKillScenario(t, db, c, now)
+
+	env := []string{"DATABASE_URL=" + url, "AUTH_HS256_SECRET=kill-test-secret-of-at-least-32-bytes!",
+		"RETENTION_INGESTION_GRACE=P0D", "RETENTION_BATCH_SIZE=100", "RETENTION_JOB_TIMEOUT=2s", "RETENTION_RESCUE_AFTER=3s",
+		"LOG_LEVEL=warn"}
+	first, addr := startReplica(t, bin, env)
+	ctx := context.Background()
+	runID := startRunOverAPI(t, addr, c.Org)
+
+	// Kill the first replica as soon as it has committed some batches but not all.
+	waitFor(t, 60*time.Second, func() bool { return ledgerRows(t, db, runID) > 0 })
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+	partial := ledgerRows(t, db, runID)
+	require.Less(t, partial, expired, "killed mid-run")
+	requireNoEarlyDeletes(t, db, ids, kept)
+
+	startReplica(t, bin, env)
+	waitFor(t, 150*time.Second, func() bool {
+		var status string
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status FROM retention_runs WHERE id = $1`, runID).Scan(&status))
+		return status == "succeeded"
+	})
+	require.Equal(t, expired, ledgerRows(t, db, runID), "the ledger counts every removed row once")
+	requireNoEarlyDeletes(t, db, ids, kept)
+	var remaining, audited int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM lake_rows`).Scan(&remaining))
+	require.Equal(t, kept, remaining, "exactly the unexpired rows are left")
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT COALESCE(sum((details->>'rowsDeleted')::bigint), 0) FROM audit_events
+		WHERE action = 'Expire' AND details->>'runId' = $1`, runID).Scan(&audited))
+	require.Equal(t, expired, audited, "audit counts equal the rows removed")
+}
+
+// seedKillScenario stores rows 0 to 10 months old under P12M, then shortens the TTL to P1M: every row older than a
+// month is expired but sits in a future partition, so the run must delete it batch by batch.
+func seedKillScenario(t *testing.T, db *postgres.DB, c *catalog.Caller, now time.Time) ([]string, int64, int64) {
+	t.Helper()
+	ctx := context.Background()
+	datasets, rows := postgres.NewDatasetService(db), postgres.NewRowService(db, 0)
+	var ids []string
+	var expired, kept int64
+	for d := range 2 {
+		ds, err := datasets.CreateDataset(ctx, c, catalog.DatasetCreate{Name: fmt.Sprintf("k%d", d),
+			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
+		ids = append(ids, ds.ID)
+		_, err = rows.IngestRows(ctx, c, ds.ID, func(yield func(catalog.RowInput) bool) {
+			for i := range 3000 {
+				ts := now.Add(-time.Duration(i) * 2 * time.Hour)
+				if !yield(catalog.RowInput{ID: fmt.Sprintf("r%d", i), Timestamp: ts, IngestedAt: &ts, Payload: []byte(`{}`)}) {
+					return
+				}
+			}
+		}, catalog.IngestOptions{})
+		require.NoError(t, err)
+		patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1M"}}}})
+		require.NoError(t, err)
+		_, err = datasets.PatchDataset(ctx, c, ds.ID, patch, "")
+		require.NoError(t, err)
+		cutoff := now.AddDate(0, -1, 0)
+		for i := range 3000 {
+			if !now.Add(-time.Duration(i) * 2 * time.Hour).After(cutoff) {
+				expired++
+			} else {
+				kept++
+			}
+		}
+	}
+	return ids, expired, kept
+}
+
+func requireNoEarlyDeletes(t *testing.T, db *postgres.DB, ids []string, kept int64) {
+	t.Helper()
+	var young int64
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM lake_rows
+		WHERE dataset_id = ANY($1) AND ts + interval '1 month' > (SELECT evaluated_at FROM retention_runs LIMIT 1)`, ids).Scan(&young))
+	require.Equal(t, kept, young, "no unexpired row was deleted")
+}
+
+func ledgerRows(t *testing.T, db *postgres.DB, runID string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT COALESCE(sum(rows_deleted), 0) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&n))
+	return n
+}
+
+// startRunOverAPI waits for the replica to be ready and starts a manual run through its API.
+func startRunOverAPI(t *testing.T, addr, org string) string {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	token, err := httpapi.MintToken("kill-test-secret-of-at-least-32-bytes!", httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "t", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Org:              org, Scope: catalog.ScopeRetentionRun,
+	})
+	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://"+addr+"/retention/runs", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	for k, v := range map[string]string{"Authorization": "Bearer " + token, "x-api-key": "k", "x-gw-ims-org-id": org, "Content-Type": "application/json"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	var run struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&run))
+	return run.ID
+}
+
+// startReplica starts retentiond as a separate process, stopped (SIGKILL) when the test ends if still running.
+func startReplica(t *testing.T, bin string, env []string) (*exec.Cmd, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cmd := exec.Command(bin, "-addr", addr)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, addr
+}
+
+// waitFor polls an external process's observable state; the process runs on its own clock, so there is no signal to
+// wait on instead.
+func waitFor(t *testing.T, limit time.Duration, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !done() {
+		require.True(t, time.Now().Before(deadline), "not done within %s", limit)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
