@@ -62,7 +62,7 @@ func (s *Server) getDataset(c echo.Context) error {
 		return err
 	}
 	setETag(c, ds)
-	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, doc}})
+	return writeKeyed(c, []keyedEntry{{ds.ID, doc}})
 }
 
 func (s *Server) deleteDataset(c echo.Context) error {
@@ -94,7 +94,7 @@ func (s *Server) listDatasets(c echo.Context) error {
 		}
 		entries = append(entries, keyedEntry{ds.ID, doc})
 	}
-	return writeKeyed(c, http.StatusOK, entries)
+	return writeKeyed(c, entries)
 }
 
 // parseDatasetFilter reads the listing parameters. An empty parameter counts as absent and unknown ones are

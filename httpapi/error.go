@@ -59,7 +59,7 @@ func (s *Server) problemFor(err error, c echo.Context) Problem {
 	}
 	var de *catalog.Error
 	if !errors.As(err, &de) || de.Code == catalog.EINTERNAL {
-		return Problem{Type: "internal", Title: http.StatusText(500), Status: 500, Detail: "Internal error.", RequestID: requestID}
+		return Problem{Type: "internal", Title: http.StatusText(http.StatusInternalServerError), Status: http.StatusInternalServerError, Detail: "Internal error.", RequestID: requestID}
 	}
 	status, ok := codes[de.Code]
 	if !ok {

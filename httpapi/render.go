@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -89,7 +90,7 @@ type keyedEntry struct {
 
 // writeKeyed answers with a JSON object keyed by dataset id, in the given order: Adobe's Catalog answers lists
 // that way, and a Go map would lose the order.
-func writeKeyed(c echo.Context, status int, entries []keyedEntry) error {
+func writeKeyed(c echo.Context, entries []keyedEntry) error {
 	var buf bytes.Buffer
 	buf.WriteByte('{')
 	for i, e := range entries {
@@ -106,7 +107,7 @@ func writeKeyed(c echo.Context, status int, entries []keyedEntry) error {
 		buf.Write(doc)
 	}
 	buf.WriteByte('}')
-	return c.Blob(status, echo.MIMEApplicationJSON, buf.Bytes())
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
 }
 
 // project keeps only the named top-level properties of doc; an object with none of them renders as {}.

@@ -127,7 +127,6 @@ func readLine(r *bufio.Reader) ([]byte, bool, error) {
 		if len(line)+len(chunk) <= maxEventLine {
 			line = append(line, chunk...)
 		} else {
-			line = nil
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = r.ReadSlice('\n')
 			}

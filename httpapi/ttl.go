@@ -19,7 +19,7 @@ func (s *Server) getTTL(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, newDatasetDoc(ds, limitsExtensions(limits))}})
+	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, limitsExtensions(limits))}})
 }
 
 // patchDatasetV2 answers PATCH /v2/dataSets/{id}: a deep merge of the body, answered with the updated dataset.
@@ -41,7 +41,7 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 		return err
 	}
 	setETag(c, ds)
-	return writeKeyed(c, http.StatusOK, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
+	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
 }
 
 type previewDoc struct {

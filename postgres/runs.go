@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -112,7 +113,7 @@ func (s *RunStore) CreateManualRun(ctx context.Context, c *catalog.Caller, req j
 			return &catalog.Error{Code: catalog.ECONFLICT, Type: "run-in-progress", Field: "datasetIds",
 				Message: fmt.Sprintf("run %s is in progress over the same datasets; wait for it to end (GET /retention/runs/%s)", active, active)}
 		}
-		if err != pgx.ErrNoRows {
+		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		_, err = tx.Exec(ctx, `
@@ -227,7 +228,7 @@ SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_r
 FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
 WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'running') FOR UPDATE OF rd`, runID, datasetID).
 			Scan(&p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun, &p.evaluatedAt, &p.name)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {

@@ -262,7 +262,7 @@ func fileLabel(name string) string {
 func loadFile(ctx context.Context, rows *postgres.RowService, c *catalog.Caller, datasetID, name string, stdin io.Reader, ingestedAt *time.Time, bar *progress) (*catalog.IngestResult, error) {
 	r := stdin
 	if name != "-" {
-		file, err := os.Open(name)
+		file, err := os.Open(name) //nolint:gosec // G304: the operator names the file to load; that is the command's purpose
 		if err != nil {
 			return nil, err
 		}
@@ -416,7 +416,7 @@ func loadGenerated(ctx context.Context, db *postgres.DB, f *loadFlags, out, stde
 	for range min(f.workers, len(jobs)) {
 		wg.Go(func() {
 			for job := range next {
-				gen := demo.Synthetic{N: job.rows, From: f.fromTime, To: f.toTime, Seed: f.seed, Stream: uint64(job.index),
+				gen := demo.Synthetic{N: job.rows, From: f.fromTime, To: f.toTime, Seed: f.seed, Stream: uint64(job.index), //nolint:gosec // G115: a worker index, never negative
 					IngestedAtEvent: f.ingestedAtEvent, IngestedAt: f.ingestedAtTime}
 				res, err := rows.IngestRows(ctx, job.caller, job.ds.ID, gen.Rows(), catalog.IngestOptions{AllowIngestedAt: true, ChunkCommitted: bar.add})
 				mu.Lock()

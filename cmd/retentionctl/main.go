@@ -12,17 +12,21 @@ import (
 	"syscall"
 )
 
-func main() {
+func main() { os.Exit(exitCode()) }
+
+// exitCode runs the CLI and returns its exit status, so that deferred cleanups run before main exits.
+func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
 	if errors.Is(err, errUsage) {
-		os.Exit(2)
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "retentionctl:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 var errUsage = errors.New("usage")

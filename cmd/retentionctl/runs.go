@@ -62,7 +62,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd) //nolint:gosec // G704: the operator sets RETENTION_URL
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.http.Do(req) //nolint:gosec // G704: the operator sets RETENTION_URL
 	if err != nil {
 		return fmt.Errorf("%s %s: %w (is retentiond running at RETENTION_URL?)", method, path, err)
 	}

@@ -29,13 +29,17 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-func main() {
+func main() { os.Exit(exitCode()) }
+
+// exitCode runs the server and returns its exit status, so that deferred cleanups run before main exits.
+func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "retentiond:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // run is the whole program, apart from signals and the exit code, so that tests can start it.
@@ -187,7 +191,7 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 // listen serves until ctx ends, then stops accepting requests and lets in-flight ones finish within the shutdown
 // timeout before the deferred pool close.
 func listen(ctx context.Context, cfg *config.Config, handler http.Handler, logger *slog.Logger) error {
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 	}

@@ -17,7 +17,7 @@ import (
 
 // DevSecret signs development tokens (`retentionctl token`) when AUTH_HS256_SECRET is unset. The server accepts it
 // only with --dev, so a production deployment cannot run on a secret that is printed in the README.
-const DevSecret = "retention-dev-secret-not-for-production-use-0001"
+const DevSecret = "retention-dev-secret-not-for-production-use-0001" //nolint:gosec // G101: published on purpose, refused outside --dev
 
 // minSecretLength is the shortest HS256 secret accepted: RFC 7518 asks for a key at least as long as the hash.
 const minSecretLength = 32
