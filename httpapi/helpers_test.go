@@ -42,6 +42,9 @@ type testBundle struct {
 	chunks chan int      // rows of each committed ingestion chunk
 }
 
+// testNextRun is when the test server says the next scheduled run is due.
+var testNextRun = time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+
 // testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.
 const testChunkRows = 50
 
@@ -65,6 +68,7 @@ func setup(t testing.TB) *testBundle {
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}),
+		NextRun: func(catalog.Store) *time.Time { t := testNextRun; return &t },
 		Ready:   db.Ready, Registry: prometheus.NewRegistry(),
 		ChunkCommitted: func(n int) {
 			select {

@@ -308,3 +308,61 @@ func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
 	require.Equal(t, jobs.StatusSucceeded, run.Status)
 	require.Equal(t, 3, b.rowCount(t, id), "the row stored during the run is kept")
 }
+
+func TestProfileRunHasNoGrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "p", Tags: map[string][]string{"unifiedProfile": {"enabled:true"}},
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_unifiedProfile": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1D"}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	require.NoError(t, err)
+	old := b.clock.Now().AddDate(0, 0, -3)
+	_, err = b.rows.IngestRows(ctx, b.caller, ds.ID, func(yield func(catalog.RowInput) bool) {
+		yield(catalog.RowInput{ID: "just-ingested", Timestamp: old, Payload: []byte(`{}`)}) // ingested now
+	}, catalog.IngestOptions{})
+	require.NoError(t, err)
+	w := b.replica(t, true, nil)
+	lake, err := w.StartRun(ctx, b.caller, jobs.RunRequest{Store: catalog.LakeHouse})
+	require.NoError(t, err)
+	require.Equal(t, jobs.StatusSucceeded, waitForRun(t, b, []*jobs.Service{w}, lake.ID).Status)
+	profile, err := w.StartRun(ctx, b.caller, jobs.RunRequest{Store: catalog.Profile})
+	require.NoError(t, err)
+	profile = waitForRun(t, b, []*jobs.Service{w}, profile.ID)
+	require.EqualValues(t, 1, profile.RowsDeleted, "the profile store deletes at once: no ingestion grace")
+	var lakeRows, profileRows int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM lake_rows), (SELECT count(*) FROM profile_rows)`).Scan(&lakeRows, &profileRows))
+	require.Equal(t, 1, lakeRows, "the lake keeps the row: it was ingested less than 30 days ago and is not expired under P12M")
+	require.Zero(t, profileRows)
+}
+
+func TestOverdueAndHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store := postgres.NewRunStore(b.db)
+	id := b.dataset(t, "a", "P6M")
+	n, err := store.Overdue(ctx, catalog.LakeHouse, b.clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a dataset with rows and no successful run since the cutoff is overdue")
+	w := b.replica(t, true, nil)
+	run, err := w.StartRun(ctx, b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	require.NoError(t, err)
+	waitForRun(t, b, []*jobs.Service{w}, run.ID)
+	n, err = store.Overdue(ctx, catalog.LakeHouse, b.clock.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "a successful run clears it")
+
+	pruned, err := store.PruneHistory(ctx, b.clock.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, pruned, "a run finished after the cutoff is kept")
+	pruned, err = store.PruneHistory(ctx, b.clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned)
+	var audit int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE action = 'Expire'`).Scan(&audit))
+	require.Equal(t, 1, audit, "pruning run history keeps the audit events")
+}
