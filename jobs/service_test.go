@@ -366,3 +366,35 @@ func TestOverdueAndHistory(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE action = 'Expire'`).Scan(&audit))
 	require.Equal(t, 1, audit, "pruning run history keeps the audit events")
 }
+
+// panickySweep panics in the first row-level delete, as a bug in a job would.
+type panickySweep struct {
+	retention.SweepStore
+	once sync.Once
+}
+
+func (s *panickySweep) DeleteBatch(ctx context.Context, sw retention.Sweep, ds, part string, limit int) (int64, error) {
+	s.once.Do(func() { panic("bug in a batch") })
+	return s.SweepStore.DeleteBatch(ctx, sw, ds, part, limit)
+}
+
+func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.dataset(t, "a", "P1M")
+	w := b.replica(t, true, &panickySweep{SweepStore: postgres.NewSweepStore(b.db)})
+	failed, cancel := w.Client().Subscribe(river.EventKindJobFailed)
+	t.Cleanup(cancel)
+	// Shorten the TTL after the rows are placed, so they must go batch by batch, where the panic is.
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P30D"}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	require.NoError(t, err)
+	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	require.NoError(t, err)
+	ev := <-failed
+	require.Contains(t, fmt.Sprint(ev.Job.Errors), "bug in a batch", "the panic is recorded on the job")
+	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
+	require.Equal(t, jobs.StatusSucceeded, run.Status, "the retry finishes the run")
+	require.Zero(t, b.rowCount(t, id), "every row is at least a month old, past P30D")
+}
