@@ -204,6 +204,14 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	require.Equal(t, s.org, docs[id]["imsOrg"])
 	require.Equal(t, "tester@example.com", docs[id]["createdUser"])
 
+	// Prometheus: requests by route and status, latency histograms, and the pool's stats.
+	status, _, body = s.do(t, http.MethodGet, "/metrics", "", "req-metrics-1")
+	require.Equal(t, http.StatusOK, status)
+	for _, metric := range []string{`retention_http_requests_total{method="POST",route="/dataSets",status="201"} 1`,
+		"retention_http_request_duration_seconds_bucket", "pgxpool_acquired_conns", "retention_datasets_overdue"} {
+		require.Contains(t, string(body), metric)
+	}
+
 	// Cancelling the context is how main passes SIGTERM on; a graceful stop returns nil.
 	require.NoError(t, s.stop(t))
 
