@@ -2,11 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,33 +16,6 @@ import (
 	"github.com/acme/retention/migrations"
 	"github.com/acme/retention/postgres"
 )
-
-// emptyDatabase creates a database with no schema at all on the test server, since testdb.New hands out databases
-// that are already migrated. It is dropped when the test ends, connections and all.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	base := testdb.URL(t)
-	var suffix [8]byte
-	_, _ = rand.Read(suffix[:])
-	name := "empty_" + hex.EncodeToString(suffix[:])
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, admin.Close(ctx))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), base)
-		require.NoError(t, err)
-		defer func() { _ = admin.Close(context.Background()) }()
-		_, err = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		require.NoError(t, err)
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
-}
 
 // migrateBundle is an empty database, a pool on it and the embedded migrations.
 type migrateBundle struct {
@@ -60,7 +30,7 @@ func setup(t *testing.T) *migrateBundle {
 	require.NoError(t, err)
 	// Without at least one migration every assertion below would hold vacuously.
 	require.NotEmpty(t, all)
-	dbURL := emptyDatabase(t)
+	dbURL := testdb.Empty(t)
 	return &migrateBundle{url: dbURL, pool: testdb.Pool(t, dbURL), all: all}
 }
 

@@ -3,16 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -39,33 +35,6 @@ func mustCtl(t *testing.T, env map[string]string, args ...string) string {
 	out, err := ctl(t, env, args...)
 	require.NoError(t, err, "retentionctl %s: %s", strings.Join(args, " "), out)
 	return out
-}
-
-// emptyDatabase creates a database without any schema, since testdb.New hands out migrated ones, and drops it when
-// the test ends.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	base := testdb.URL(t)
-	var suffix [8]byte
-	_, _ = rand.Read(suffix[:])
-	name := "ctl_" + hex.EncodeToString(suffix[:])
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, base)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, admin.Close(ctx))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(context.Background(), base)
-		require.NoError(t, err)
-		defer func() { _ = admin.Close(context.Background()) }()
-		_, err = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		require.NoError(t, err)
-	})
-	u, err := url.Parse(base)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
 }
 
 func verify(t *testing.T, secret, token string) (*httpapi.Claims, error) {
@@ -146,7 +115,7 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("StatusUpDownUp", func(t *testing.T) {
 		t.Parallel()
-		env := map[string]string{"DATABASE_URL": emptyDatabase(t)}
+		env := map[string]string{"DATABASE_URL": testdb.Empty(t)}
 		all, err := postgres.Migrations()
 		require.NoError(t, err)
 		newest := all[len(all)-1].Version

@@ -49,10 +49,21 @@ func New(tb testing.TB) string {
 	if templateErr != nil {
 		tb.Fatalf("prepare template database: %v", templateErr)
 	}
-	name := "t_" + randomSuffix()
+	return create(tb, base, "t_"+randomSuffix(), " TEMPLATE "+templateName)
+}
+
+// Empty creates a fresh database with no schema at all, for tests of the migrations themselves, and returns its URL;
+// it is dropped when the test ends.
+func Empty(tb testing.TB) string {
+	tb.Helper()
+	return create(tb, URL(tb), "e_"+randomSuffix(), "")
+}
+
+func create(tb testing.TB, base, name, template string) string {
+	tb.Helper()
 	ctx := context.Background()
 	admin := connect(tb, base)
-	if _, err := admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, templateName)); err != nil {
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+template); err != nil {
 		tb.Fatalf("create test database: %v", err)
 	}
 	_ = admin.Close(ctx)
