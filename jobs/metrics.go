@@ -12,6 +12,8 @@ type Metrics struct {
 	partitionsDropped *prometheus.CounterVec
 	lastSuccess       *prometheus.GaugeVec
 	datasetsDone      *prometheus.CounterVec
+	runs              *prometheus.CounterVec
+	runDuration       *prometheus.HistogramVec
 }
 
 // NewMetrics registers the retention metrics with reg (nil: not registered, as in tests). overdue, when set, is
@@ -30,9 +32,16 @@ func NewMetrics(reg prometheus.Registerer, overdue func() float64) *Metrics {
 		datasetsDone: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retention_run_datasets_total", Help: "Datasets' parts of runs finished, by store and status.",
 		}, []string{"store", "status"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_runs_total", Help: "Retention runs ended, by store and final status.",
+		}, []string{"store", "status"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "retention_run_duration_seconds", Help: "Wall time of retention runs, from start to their last dataset.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 16),
+		}, []string{"store"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.rowsDeleted, m.partitionsDropped, m.lastSuccess, m.datasetsDone)
+		reg.MustRegister(m.rowsDeleted, m.partitionsDropped, m.lastSuccess, m.datasetsDone, m.runs, m.runDuration)
 		if overdue != nil {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "retention_datasets_overdue", Help: "Datasets whose last successful run is older than their schedule allows.",
@@ -62,4 +71,13 @@ func (m *Metrics) datasetDone(datasetID, store string, ok bool, now time.Time) {
 	if ok {
 		m.lastSuccess.WithLabelValues(datasetID, store).Set(float64(now.Unix()))
 	}
+}
+
+// runEnded counts a finished run; end is nil while the run still has parts to do.
+func (m *Metrics) runEnded(store string, end *RunEnd) {
+	if m == nil || end == nil {
+		return
+	}
+	m.runs.WithLabelValues(store, end.Status).Inc()
+	m.runDuration.WithLabelValues(store).Observe(end.Duration.Seconds())
 }

@@ -66,7 +66,7 @@ type Store interface {
 	CreateManualRun(ctx context.Context, c *catalog.Caller, req RunRequest, grace retention.Period) (string, error)
 	PrepareRun(ctx context.Context, runID string) (*Plan, error)
 	MarkDatasetStarted(ctx context.Context, runID, datasetID string) error
-	FinishDataset(ctx context.Context, runID, datasetID string, out Outcome) error
+	FinishDataset(ctx context.Context, runID, datasetID string, out Outcome) (*RunEnd, error)
 	FinishEmptyRun(ctx context.Context, runID string) error
 	FailRun(ctx context.Context, runID string, cause error) error
 	PruneHistory(ctx context.Context, cutoff time.Time) (int64, error)
@@ -85,6 +85,12 @@ type Plan struct {
 type Outcome struct {
 	Counted int64 // a dry run's count of the rows it would delete
 	Err     error // nil on success
+}
+
+// RunEnd is how a run ended: returned by the call that finished its last dataset.
+type RunEnd struct {
+	Status   string
+	Duration time.Duration
 }
 
 // Service schedules and executes retention runs through River, and serves their history.

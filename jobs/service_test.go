@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -397,4 +398,37 @@ func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
 	require.Equal(t, jobs.StatusSucceeded, run.Status, "the retry finishes the run")
 	require.Zero(t, b.rowCount(t, id), "every row is at least a month old, past P30D")
+}
+
+func TestRunMetrics(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.dataset(t, "a", "P6M")
+	reg := prometheus.NewRegistry()
+	db := b.openDB(t)
+	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)},
+		jobs.NewMetrics(reg, func() float64 { return 7 }), jobs.Config{Work: true})
+	require.NoError(t, err)
+	require.NoError(t, svc.Start(context.Background()))
+	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	run, err := svc.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	require.NoError(t, err)
+	require.Equal(t, jobs.StatusSucceeded, waitForRun(t, b, []*jobs.Service{svc}, run.ID).Status)
+
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			got[f.GetName()] += v
+		}
+	}
+	require.EqualValues(t, 19, got["retention_rows_deleted_total"])
+	require.Positive(t, got["retention_partitions_dropped_total"])
+	require.EqualValues(t, 1, got["retention_runs_total"])
+	require.EqualValues(t, 1, got["retention_run_duration_seconds"], "one run observed")
+	require.EqualValues(t, 1, got["retention_run_datasets_total"])
+	require.Positive(t, got["retention_dataset_last_success_timestamp_seconds"])
+	require.EqualValues(t, 7, got["retention_datasets_overdue"])
 }

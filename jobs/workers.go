@@ -47,7 +47,11 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		return w.failOnLastAttempt(ctx, job, err)
 	}
 	if len(plan.Pending) == 0 {
-		return s.store.FinishEmptyRun(ctx, job.Args.RunID)
+		if err := s.store.FinishEmptyRun(ctx, job.Args.RunID); err != nil {
+			return err
+		}
+		s.metrics.runEnded(plan.Sweep.Store, &RunEnd{Status: StatusSucceeded})
+		return nil
 	}
 	dropped, err := s.sweeper.DropPartitions(ctx, plan.Sweep)
 	if err != nil {
@@ -85,9 +89,11 @@ func (s *Service) countDryRun(ctx context.Context, plan *Plan, dropped map[strin
 	for _, ds := range plan.Pending {
 		res, err := s.sweeper.SweepDataset(ctx, plan.Sweep, ds)
 		out := Outcome{Counted: res.Rows + dropped[ds].Rows, Err: err}
-		if err := s.store.FinishDataset(ctx, plan.Sweep.RunID, ds, out); err != nil {
+		end, err := s.store.FinishDataset(ctx, plan.Sweep.RunID, ds, out)
+		if err != nil {
 			return err
 		}
+		s.metrics.runEnded(plan.Sweep.Store, end)
 	}
 	return nil
 }
@@ -127,9 +133,11 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 			return err
 		}
 	}
-	if ferr := s.store.FinishDataset(context.WithoutCancel(ctx), a.RunID, a.DatasetID, Outcome{Err: err}); ferr != nil {
+	end, ferr := s.store.FinishDataset(context.WithoutCancel(ctx), a.RunID, a.DatasetID, Outcome{Err: err})
+	if ferr != nil {
 		return ferr
 	}
+	s.metrics.runEnded(plan.Sweep.Store, end)
 	s.cfg.Logger.InfoContext(ctx, "retention: dataset done", slog.String("run_id", a.RunID),
 		slog.String("dataset_id", a.DatasetID), slog.String("store", plan.Sweep.Store),
 		slog.Int64("rows_deleted", res.Rows), slog.Duration("duration", time.Since(start)), slog.Any("error", err))

@@ -219,9 +219,10 @@ func (s *RunStore) MarkDatasetStarted(ctx context.Context, runID, datasetID stri
 // FinishDataset ends a dataset's part of a run in one transaction: its status, its Expire audit event built from the
 // ledger (so counts are exact across interruptions), its lastCompleted, and the run's progress and final status.
 // Calling it again for a part already finished does nothing.
-func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) error {
+func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) (*jobs.RunEnd, error) {
 	now := s.db.now()
-	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+	var end *jobs.RunEnd
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		var p finishedPart
 		err := tx.QueryRow(ctx, `
 SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at, COALESCE(d.name, '')
@@ -256,8 +257,10 @@ WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'runnin
 				return err
 			}
 		}
-		return finishRunIfDone(ctx, tx, runID, now)
+		end, err = finishRunIfDone(ctx, tx, runID, now)
+		return err
 	})
+	return end, err
 }
 
 type finishedPart struct {
@@ -296,8 +299,12 @@ func recordExpire(ctx context.Context, tx pgx.Tx, runID, datasetID string, p fin
 	})
 }
 
-func finishRunIfDone(ctx context.Context, tx pgx.Tx, runID string, now time.Time) error {
-	_, err := tx.Exec(ctx, `
+// finishRunIfDone counts the run's finished parts and, when this was the last, sets its final status; it returns how the
+// run ended, or nil while parts remain.
+func finishRunIfDone(ctx context.Context, tx pgx.Tx, runID string, now time.Time) (*jobs.RunEnd, error) {
+	var status string
+	var started, finished *time.Time
+	err := tx.QueryRow(ctx, `
 UPDATE retention_runs r SET datasets_done = c.done,
     status = CASE WHEN c.done < c.total THEN r.status
                   WHEN c.failed = 0 THEN 'succeeded'
@@ -307,8 +314,16 @@ UPDATE retention_runs r SET datasets_done = c.done,
 FROM (SELECT count(*) AS total, count(*) FILTER (WHERE status IN ('succeeded', 'failed')) AS done,
              count(*) FILTER (WHERE status = 'failed') AS failed
       FROM retention_run_datasets WHERE run_id = $1) c
-WHERE r.id = $1`, runID, now)
-	return err
+WHERE r.id = $1
+RETURNING r.status, r.started_at, r.finished_at`, runID, now).Scan(&status, &started, &finished)
+	if err != nil || finished == nil {
+		return nil, err
+	}
+	end := &jobs.RunEnd{Status: status}
+	if started != nil {
+		end.Duration = finished.Sub(*started)
+	}
+	return end, nil
 }
 
 // FinishEmptyRun ends a run that had no dataset to process.
