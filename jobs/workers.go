@@ -60,19 +60,56 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	if plan.DryRun {
 		return s.countDryRun(ctx, plan, dropped.Datasets)
 	}
-	var rows int64
-	for _, r := range dropped.Datasets {
-		rows += r.Rows
+	s.metrics.removed(plan.Sweep.Store, totalRows(dropped.Datasets), dropped.Partitions)
+	boundary, err := s.sweeper.SweepBoundary(ctx, plan.Sweep)
+	s.metrics.removed(plan.Sweep.Store, totalRows(boundary), 0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return river.JobSnooze(0) // out of time: every batch so far is committed; carry on at once
+		}
+		return w.failOnLastAttempt(ctx, job, err)
 	}
-	s.metrics.removed(plan.Sweep.Store, rows, dropped.Partitions)
-	params := make([]river.InsertManyParams, 0, len(plan.Pending))
+	return s.fanOut(ctx, plan)
+}
+
+// fanOut finishes at once the datasets that have nothing left after the drops and the boundary pass, and queues one
+// job for each of the others (rows whose TTL was shortened after they were placed), which River spreads over the
+// replicas.
+func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
+	sw := plan.Sweep
+	sw.BoundaryDone = true
+	var params []river.InsertManyParams
 	for _, ds := range plan.Pending {
-		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: job.Args.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
+		later, err := s.sweeper.Store.DatasetPartitions(ctx, sw, ds)
+		if err != nil {
+			return err
+		}
+		if len(later) > 0 {
+			params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: sw.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
+			continue
+		}
+		end, err := s.store.FinishDataset(ctx, sw.RunID, ds, Outcome{})
+		if err != nil {
+			return err
+		}
+		s.metrics.datasetDone(ds, sw.Store, true, s.store.Now())
+		s.metrics.runEnded(sw.Store, end)
+	}
+	if len(params) == 0 {
+		return nil
 	}
 	if _, err := s.client.InsertMany(ctx, params); err != nil {
-		return fmt.Errorf("queue datasets of run %s: %w", job.Args.RunID, err)
+		return fmt.Errorf("queue datasets of run %s: %w", sw.RunID, err)
 	}
 	return nil
+}
+
+func totalRows(m map[string]retention.SweepResult) int64 {
+	var n int64
+	for _, r := range m {
+		n += r.Rows
+	}
+	return n
 }
 
 func (w *runWorker) failOnLastAttempt(ctx context.Context, job *river.Job[runArgs], err error) error {
@@ -122,7 +159,9 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 		return err
 	}
 	start := time.Now()
-	res, err := s.sweeper.SweepDataset(ctx, plan.Sweep, a.DatasetID)
+	sw := plan.Sweep
+	sw.BoundaryDone = true // dataset jobs are queued only once the run job's boundary pass is done
+	res, err := s.sweeper.SweepDataset(ctx, sw, a.DatasetID)
 	s.metrics.removed(plan.Sweep.Store, res.Rows, 0)
 	if err != nil {
 		if ctx.Err() != nil {

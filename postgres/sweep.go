@@ -150,7 +150,8 @@ func (s *SweepStore) DatasetPartitions(ctx context.Context, sw retention.Sweep, 
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
   AND (d.deleted_at IS NOT NULL OR p.lower_bound <= $3 OR h.effective_until IS NOT NULL)
-GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At)
+  AND NOT ($4 AND p.lower_bound <= $3)
+GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At, sw.BoundaryDone)
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
@@ -213,4 +214,68 @@ func (s *SweepStore) CountDeletable(ctx context.Context, sw retention.Sweep, dat
 		return 0, fmt.Errorf("count deletable rows of %s in %s: %w", datasetID, partition, err)
 	}
 	return n, nil
+}
+
+// BoundaryPartitions implements retention.SweepStore.
+func (s *SweepStore) BoundaryPartitions(ctx context.Context, sw retention.Sweep) ([]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `
+SELECT p.name FROM row_partitions p
+WHERE p.store = $1 AND p.lower_bound <= $2
+  AND EXISTS (SELECT 1 FROM row_stats st WHERE st.partition_name = p.name AND st.row_count > 0
+              AND ($3::text[] IS NULL OR st.dataset_id = ANY($3::text[])))
+ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw))
+	if err != nil {
+		return nil, fmt.Errorf("find boundary partitions: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// DeleteBatchAll implements retention.SweepStore: one batch across the datasets in scope, with each dataset's
+// counters and ledger row in the same transaction.
+func (s *SweepStore) DeleteBatchAll(ctx context.Context, sw retention.Sweep, partition string, limit int) (map[string]int64, error) {
+	table := pgx.Identifier{partition}.Sanitize()
+	query := `DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(
+    SELECT r.ctid FROM ` + table + ` r
+    WHERE ($4::text[] IS NULL OR r.dataset_id = ANY($4::text[])) AND (
+        EXISTS (SELECT 1 FROM datasets d WHERE d.id = r.dataset_id AND d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
+        OR (r.ingested_at + $2::interval <= $1 AND ` + expiredPredicate(catalog.Store(sw.Store), "$1::timestamptz") + `))
+    LIMIT $3))
+RETURNING dataset_id, setting_id`
+	out := map[string]int64{}
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, query, sw.At, sw.Grace.Interval(), limit, sweepScope(sw))
+		if err != nil {
+			return err
+		}
+		removed := map[string]removedRows{}
+		var ds string
+		var setting int64
+		if _, err := pgx.ForEachRow(rows, []any{&ds, &setting}, func() error {
+			if removed[ds] == nil {
+				removed[ds] = removedRows{}
+			}
+			removed[ds].add(partition, setting)
+			out[ds]++
+			return nil
+		}); err != nil {
+			return err
+		}
+		now := s.db.now()
+		for ds, r := range removed {
+			if err := r.apply(ctx, tx, ds); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, insertDeletion, sw.RunID, ds, partition, out[ds], false, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if isUndefinedTable(err) {
+			return map[string]int64{}, nil // dropped since it was listed
+		}
+		return nil, fmt.Errorf("delete batch in %s: %w", partition, err)
+	}
+	return out, nil
 }

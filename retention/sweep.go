@@ -43,6 +43,9 @@ type Sweep struct {
 	Datasets map[string]bool
 	// Accounted names partitions whose rows a dry run already counted as dropped, so the row-level pass skips them.
 	Accounted map[string]bool
+	// BoundaryDone says SweepBoundary has already swept every partition placed at or before At, so the per-dataset
+	// pass only looks at later partitions (rows whose TTL was shortened since they were placed).
+	BoundaryDone bool
 }
 
 // Partition is a candidate for a whole drop: every row in it was placed with an expiry before its upper bound.
@@ -66,6 +69,12 @@ type SweepStore interface {
 	DeleteBatch(ctx context.Context, s Sweep, datasetID, partition string, limit int) (int64, error)
 	// CountDeletable counts the dataset's deletable rows in the partition, for dry runs and previews.
 	CountDeletable(ctx context.Context, s Sweep, datasetID, partition string) (int64, error)
+	// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows: where the
+	// rows no drop took (the current month, and groups a drop had to leave) are.
+	BoundaryPartitions(ctx context.Context, s Sweep) ([]string, error)
+	// DeleteBatchAll deletes at most limit deletable rows of any dataset in scope from the partition, and returns
+	// how many of each dataset.
+	DeleteBatchAll(ctx context.Context, s Sweep, partition string, limit int) (map[string]int64, error)
 }
 
 // Sweeper removes expired rows: whole partitions where every row is deletable, then batched deletes for the rest.
@@ -146,6 +155,40 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, p Partition, cfg S
 	// Left for the next run, or for the row-level pass of this one; never an early delete.
 	w.logger().WarnContext(ctx, "retention: partition not dropped", slog.String("partition", p.Name), slog.Any("error", lastErr))
 	return nil, false, nil
+}
+
+// SweepBoundary deletes the deletable rows of every dataset in scope from the partitions placed at or before the
+// sweep's time, a batch at a time across datasets: one pass over the current month instead of one per dataset, as the
+// expiry layout intends. It returns what each dataset lost. Not for dry runs.
+func (w *Sweeper) SweepBoundary(ctx context.Context, s Sweep) (map[string]SweepResult, error) {
+	cfg := w.Config.withDefaults()
+	parts, err := w.Store.BoundaryPartitions(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
+	}
+	out := map[string]SweepResult{}
+	for _, part := range parts {
+		for {
+			bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+			n, err := w.Store.DeleteBatchAll(bctx, s, part, cfg.BatchSize)
+			cancel()
+			if err != nil {
+				return out, fmt.Errorf("delete expired rows in %s: %w", part, err)
+			}
+			var total int64
+			for ds, rows := range n {
+				r := out[ds]
+				r.Rows += rows
+				out[ds] = r
+				total += rows
+			}
+			w.logger().DebugContext(ctx, "retention: boundary batch", slog.String("partition", part), slog.Int64("rows", total))
+			if total < int64(cfg.BatchSize) {
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, batch by batch
