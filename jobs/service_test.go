@@ -267,7 +267,7 @@ func TestManualRunConflicts(t *testing.T) {
 	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "another org's dataset is not found")
 }
 
-// blockingSweep holds the first row-level delete of a run until released, so the test can act while a run is in
+// blockingSweep holds the first batch delete of a run until released, so the test can act while a run is in
 // progress.
 type blockingSweep struct {
 	retention.SweepStore
@@ -276,12 +276,12 @@ type blockingSweep struct {
 	released chan struct{}
 }
 
-func (s *blockingSweep) DeleteBatch(ctx context.Context, sw retention.Sweep, ds, part string, limit int) (int64, error) {
+func (s *blockingSweep) DeleteBatchAll(ctx context.Context, sw retention.Sweep, part string, limit int) (map[string]int64, error) {
 	s.once.Do(func() {
 		close(s.reached)
 		<-s.released
 	})
-	return s.SweepStore.DeleteBatch(ctx, sw, ds, part, limit)
+	return s.SweepStore.DeleteBatchAll(ctx, sw, part, limit)
 }
 
 func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
@@ -368,15 +368,15 @@ func TestOverdueAndHistory(t *testing.T) {
 	require.Equal(t, 1, audit, "pruning run history keeps the audit events")
 }
 
-// panickySweep panics in the first row-level delete, as a bug in a job would.
+// panickySweep panics in the first batch delete, as a bug in a job would.
 type panickySweep struct {
 	retention.SweepStore
 	once sync.Once
 }
 
-func (s *panickySweep) DeleteBatch(ctx context.Context, sw retention.Sweep, ds, part string, limit int) (int64, error) {
+func (s *panickySweep) DeleteBatchAll(ctx context.Context, sw retention.Sweep, part string, limit int) (map[string]int64, error) {
 	s.once.Do(func() { panic("bug in a batch") })
-	return s.SweepStore.DeleteBatch(ctx, sw, ds, part, limit)
+	return s.SweepStore.DeleteBatchAll(ctx, sw, part, limit)
 }
 
 func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
@@ -386,7 +386,7 @@ func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	w := b.replica(t, true, &panickySweep{SweepStore: postgres.NewSweepStore(b.db)})
 	failed, cancel := w.Client().Subscribe(river.EventKindJobFailed)
 	t.Cleanup(cancel)
-	// Shorten the TTL after the rows are placed, so they must go batch by batch, where the panic is.
+	// Shorten the TTL after the rows are placed, so some must go batch by batch, where the panic is.
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P30D"}}}})
 	require.NoError(t, err)
 	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
