@@ -402,7 +402,12 @@ func checkIfMatch(ds *catalog.Dataset, ifMatch string) error {
 
 // TTLLimits implements catalog.DatasetService.
 func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, map[catalog.Store]catalog.Limits, error) {
-	ds, err := s.FindDatasetByID(ctx, c, id)
+	var ds *catalog.Dataset
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		ds, err = findDataset(ctx, tx, c, id, false) // no metrics: the limits answer does not show them
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}

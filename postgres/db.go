@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,11 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (the number of CPUs, at least 4) starves an API under concurrent load and River's
+		// workers share the pool; Postgres' default max_connections of 100 leaves room for a few replicas at 32.
+		cfg.MaxConns = defaultMaxConns
+	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retentiond"
 	}
@@ -51,6 +57,9 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 	}
 	return &DB{Pool: pool, Logger: logger, Now: time.Now}, nil
 }
+
+// defaultMaxConns is the pool size when DATABASE_URL does not set pool_max_conns.
+const defaultMaxConns = 32
 
 // Close closes the pool, waiting for acquired connections to be released.
 func (db *DB) Close() { db.Pool.Close() }
