@@ -84,7 +84,8 @@ func TestSeedRequests(t *testing.T) {
 	require.Equal(t, "P1D", rowExpiration(t, answers[0], "adobe_unifiedProfile")["minValue"])
 	for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
 		re := rowExpiration(t, answers[1], store)
-		require.Equal(t, map[string]any{"ttlValue": "P3M", "valueStatus": "custom", "setBy": "user", "updated": re["updated"]}, re, store)
+		require.Equal(t, map[string]any{"ttlValue": "P3M", "valueStatus": "custom", "setBy": "user", "updated": re["updated"],
+			"nextRun": float64(testNextRun.UnixMilli())}, re, store)
 	}
 	require.Equal(t, "P6M", rowExpiration(t, answers[2], "adobe_lakeHouse")["ttlValue"])
 	require.Equal(t, "P3M", rowExpiration(t, answers[2], "adobe_unifiedProfile")["ttlValue"])
