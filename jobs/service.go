@@ -67,6 +67,7 @@ type Store interface {
 	PrepareRun(ctx context.Context, runID string) (*Plan, error)
 	MarkDatasetStarted(ctx context.Context, runID, datasetID string) error
 	FinishDataset(ctx context.Context, runID, datasetID string, out Outcome) (*RunEnd, error)
+	FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*RunEnd, error)
 	FinishEmptyRun(ctx context.Context, runID string) error
 	FailRun(ctx context.Context, runID string, cause error) error
 	PruneHistory(ctx context.Context, cutoff time.Time) (int64, error)

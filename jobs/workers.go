@@ -76,30 +76,38 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 // job for each of the others (rows whose TTL was shortened after they were placed), which River spreads over the
 // replicas.
 func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
-	sw := plan.Sweep
-	sw.BoundaryDone = true
-	var params []river.InsertManyParams
+	later, err := s.sweeper.Store.DatasetsWithLaterWork(ctx, plan.Sweep, plan.Pending)
+	if err != nil {
+		return err
+	}
+	hasWork := map[string]bool{}
+	params := make([]river.InsertManyParams, 0, len(later))
+	for _, ds := range later {
+		hasWork[ds] = true
+		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: plan.Sweep.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
+	}
+	var done []string
 	for _, ds := range plan.Pending {
-		later, err := s.sweeper.Store.DatasetPartitions(ctx, sw, ds)
+		if !hasWork[ds] {
+			done = append(done, ds)
+		}
+	}
+	if len(done) > 0 {
+		end, err := s.store.FinishDatasets(ctx, plan.Sweep.RunID, done)
 		if err != nil {
 			return err
 		}
-		if len(later) > 0 {
-			params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: sw.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
-			continue
+		now := s.store.Now()
+		for _, ds := range done {
+			s.metrics.datasetDone(ds, plan.Sweep.Store, true, now)
 		}
-		end, err := s.store.FinishDataset(ctx, sw.RunID, ds, Outcome{})
-		if err != nil {
-			return err
-		}
-		s.metrics.datasetDone(ds, sw.Store, true, s.store.Now())
-		s.metrics.runEnded(sw.Store, end)
+		s.metrics.runEnded(plan.Sweep.Store, end)
 	}
 	if len(params) == 0 {
 		return nil
 	}
 	if _, err := s.client.InsertMany(ctx, params); err != nil {
-		return fmt.Errorf("queue datasets of run %s: %w", sw.RunID, err)
+		return fmt.Errorf("queue datasets of run %s: %w", plan.Sweep.RunID, err)
 	}
 	return nil
 }

@@ -223,44 +223,69 @@ func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, o
 	now := s.db.now()
 	var end *jobs.RunEnd
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
-		var p finishedPart
-		err := tx.QueryRow(ctx, `
-SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at, COALESCE(d.name, '')
-FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
-WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'running') FOR UPDATE OF rd`, runID, datasetID).
-			Scan(&p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun, &p.evaluatedAt, &p.name)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		if err := finishPart(ctx, tx, runID, datasetID, out, now); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(sum(rows_deleted), 0)::bigint, count(*) FILTER (WHERE dropped)
-			FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, datasetID).Scan(&p.rows, &p.dropped); err != nil {
-			return err
-		}
-		status, errText := jobs.StatusSucceeded, ""
-		if out.Err != nil {
-			status, errText = jobs.StatusFailed, out.Err.Error()
-		}
-		var counted any
-		if p.dryRun {
-			counted = out.Counted
-		}
-		if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
-			finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = $2`,
-			runID, datasetID, status, errText, counted, now); err != nil {
-			return err
-		}
-		if !p.dryRun {
-			if err := recordExpire(ctx, tx, runID, datasetID, p, status, errText, now); err != nil {
-				return err
-			}
-		}
+		var err error
 		end, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})
 	return end, err
+}
+
+// FinishDatasets ends, successfully and in one transaction, the parts of datasets that had nothing left to do after
+// the run's drops and boundary pass: one commit for all of them rather than one each.
+func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*jobs.RunEnd, error) {
+	now := s.db.now()
+	var end *jobs.RunEnd
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		for _, id := range datasetIDs {
+			if err := finishPart(ctx, tx, runID, id, jobs.Outcome{}, now); err != nil {
+				return err
+			}
+		}
+		var err error
+		end, err = finishRunIfDone(ctx, tx, runID, now)
+		return err
+	})
+	return end, err
+}
+
+// finishPart records how one dataset's part ended, with its Expire event; a part already finished is left as it is.
+func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out jobs.Outcome, now time.Time) error {
+	var p finishedPart
+	err := tx.QueryRow(ctx, `
+SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at, COALESCE(d.name, '')
+FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
+WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'running') FOR UPDATE OF rd`, runID, datasetID).
+		Scan(&p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun, &p.evaluatedAt, &p.name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(sum(rows_deleted), 0)::bigint, count(*) FILTER (WHERE dropped)
+		FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, datasetID).Scan(&p.rows, &p.dropped); err != nil {
+		return err
+	}
+	status, errText := jobs.StatusSucceeded, ""
+	if out.Err != nil {
+		status, errText = jobs.StatusFailed, out.Err.Error()
+	}
+	var counted any
+	if p.dryRun {
+		counted = out.Counted
+	}
+	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
+		finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = $2`,
+		runID, datasetID, status, errText, counted, now); err != nil {
+		return err
+	}
+	if p.dryRun {
+		return nil
+	}
+	return recordExpire(ctx, tx, runID, datasetID, p, status, errText, now)
 }
 
 type finishedPart struct {

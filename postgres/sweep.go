@@ -279,3 +279,16 @@ RETURNING dataset_id, setting_id`
 	}
 	return out, nil
 }
+
+// DatasetsWithLaterWork implements retention.SweepStore: of the datasets, those with rows in partitions placed after
+// the sweep's time that may still be deletable (their TTL changed since placement, or their dataset was deleted).
+func (s *SweepStore) DatasetsWithLaterWork(ctx context.Context, sw retention.Sweep, datasetIDs []string) ([]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `
+SELECT DISTINCT st.dataset_id `+groupJoins+`
+WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0 AND p.lower_bound > $3
+  AND (d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL)`, datasetIDs, sw.Store, sw.At)
+	if err != nil {
+		return nil, fmt.Errorf("find datasets with work left: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -75,6 +75,9 @@ type SweepStore interface {
 	// DeleteBatchAll deletes at most limit deletable rows of any dataset in scope from the partition, and returns
 	// how many of each dataset.
 	DeleteBatchAll(ctx context.Context, s Sweep, partition string, limit int) (map[string]int64, error)
+	// DatasetsWithLaterWork returns those of the datasets that may still have deletable rows after the boundary pass:
+	// rows in partitions placed after the sweep's time whose TTL was shortened since, or of a deleted dataset.
+	DatasetsWithLaterWork(ctx context.Context, s Sweep, datasetIDs []string) ([]string, error)
 }
 
 // Sweeper removes expired rows: whole partitions where every row is deletable, then batched deletes for the rest.
