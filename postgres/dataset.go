@@ -105,22 +105,15 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 	return ds, nil
 }
 
-// metricsQuery sums the counters of each dataset's lake rows, and estimates their bytes as their share of each
-// partition's size on disk.
+// metricsQuery reads each dataset's lake rows per partition from the counters.
 const metricsQuery = `
-WITH mine AS (
-    SELECT st.partition_name, st.dataset_id, sum(st.row_count) AS n
-    FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
-    WHERE st.dataset_id = ANY($1) GROUP BY 1, 2),
-totals AS (
-    SELECT partition_name, sum(row_count) AS n FROM row_stats WHERE partition_name IN (SELECT partition_name FROM mine) GROUP BY 1)
-SELECT m.dataset_id, sum(m.n)::bigint,
-       COALESCE(sum(m.n::float8 / NULLIF(t.n, 0) * pg_total_relation_size(to_regclass(m.partition_name))), 0)::bigint
-FROM mine m JOIN totals t USING (partition_name)
-GROUP BY m.dataset_id`
+SELECT st.dataset_id, st.partition_name, sum(st.row_count)::bigint
+FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
+WHERE st.dataset_id = ANY($1) GROUP BY 1, 2`
 
-// attachMetrics fills each time-series dataset's lake metrics from the counters.
-func attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time) error {
+// attachMetrics fills each time-series dataset's lake metrics: its row count from the counters, and its storage as
+// its rows times the bytes per row of each partition they share with other datasets.
+func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time) error {
 	byID := map[string]*catalog.Dataset{}
 	var ids []string
 	for _, ds := range datasets {
@@ -133,14 +126,20 @@ func attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, 
 	if len(ids) == 0 {
 		return nil
 	}
+	perRow, err := db.bytesPerRow(ctx)
+	if err != nil {
+		return err
+	}
 	rows, err := q.Query(ctx, metricsQuery, ids)
 	if err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
 	}
-	var id string
-	var count, size int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &count, &size}, func() error {
-		byID[id].Metrics.RowCount, byID[id].Metrics.StorageSize = count, size
+	var id, part string
+	var count int64
+	_, err = pgx.ForEachRow(rows, []any{&id, &part, &count}, func() error {
+		m := byID[id].Metrics
+		m.RowCount += count
+		m.StorageSize += int64(float64(count) * perRow[part])
 		return nil
 	})
 	if err != nil {
@@ -157,7 +156,7 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
 			return err
 		}
-		return attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
+		return s.db.attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
 	})
 	return ds, err
 }
@@ -176,7 +175,7 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
-	if err := attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
+	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
 		return nil, err
 	}
 	return datasets, nil

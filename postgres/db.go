@@ -30,6 +30,46 @@ type DB struct {
 	// every chunk. A partition a run drops is forgotten; one dropped by another replica is recreated on error.
 	partitionsMu sync.Mutex
 	partitions   map[string]struct{}
+
+	// sizes caches each lake partition's bytes per row for a minute: measuring a partition's size on disk costs a
+	// file-system call per relation, too much for every GET of a dataset, and storageSize is an estimate anyway.
+	sizesMu   sync.Mutex
+	sizes     map[string]float64
+	sizesRead time.Time
+}
+
+// sizesMaxAge is how long the bytes-per-row figures are reused.
+const sizesMaxAge = time.Minute
+
+const partitionSizes = `
+SELECT p.name, pg_total_relation_size(to_regclass(p.name))::float8 / NULLIF(sum(st.row_count), 0)
+FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name
+WHERE p.store = 'adobe_lakeHouse' GROUP BY p.name`
+
+// bytesPerRow returns each lake partition's size on disk divided by its rows, measured at most once a minute.
+func (db *DB) bytesPerRow(ctx context.Context) (map[string]float64, error) {
+	db.sizesMu.Lock()
+	defer db.sizesMu.Unlock()
+	if db.sizes != nil && time.Since(db.sizesRead) < sizesMaxAge {
+		return db.sizes, nil
+	}
+	rows, err := db.Pool.Query(ctx, partitionSizes)
+	if err != nil {
+		return nil, fmt.Errorf("measure partitions: %w", err)
+	}
+	sizes := map[string]float64{}
+	var name string
+	var perRow *float64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &perRow}, func() error {
+		if perRow != nil {
+			sizes[name] = *perRow
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("measure partitions: %w", err)
+	}
+	db.sizes, db.sizesRead = sizes, time.Now()
+	return sizes, nil
 }
 
 // Open connects to the database at url. Sessions run in UTC, because period arithmetic on timestamptz follows the
