@@ -19,7 +19,8 @@ const (
 
 // Asset types.
 const (
-	AssetDataset = "Dataset"
+	AssetDataset  = "Dataset"
+	AssetAuditLog = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
 )
 
 // Statuses, as Adobe's enhanced (execution) events name them.
@@ -43,8 +44,17 @@ type Event struct {
 	User      string
 	ClientID  string
 	// Details holds what changed: for a TTL change the before and after rowExpiration of each store touched; for a
-	// retention run its counts.
+	// retention run its counts. Read back from the database, its numbers are json.Number, so that they keep every
+	// digit the hash covered.
 	Details map[string]any
+
+	// Seq numbers the events of one org 1, 2, 3… in the order they were appended; the storage adapter assigns it.
+	Seq int64
+	// PrevHash is the Hash of the org's previous event (GenesisHash for the first), linking the org's events into a
+	// chain; Hash is the SHA-256 of the event's canonical content (Canonical). Both are set when the event is
+	// written and are empty on events written before chaining existed.
+	PrevHash string
+	Hash     string
 }
 
 // NewID returns a fresh event id.

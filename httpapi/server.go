@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/jobs"
 )
@@ -29,6 +30,8 @@ type Config struct {
 	Rows     catalog.RowService
 	Runs     jobs.RunService
 	Preview  jobs.PreviewService
+	// Audit serves the Audit Query API (/audit/events, /audit/export, /audit/verify); nil leaves those routes out.
+	Audit audit.Service
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun  func(store catalog.Store) *time.Time
 	Auth     *Authenticator
@@ -46,6 +49,7 @@ type Server struct {
 	rows     catalog.RowService
 	runs     jobs.RunService
 	preview  jobs.PreviewService
+	audit    audit.Service
 	nextRun  func(store catalog.Store) *time.Time
 	auth     *Authenticator
 	logger   *slog.Logger
@@ -58,7 +62,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
 	}
 	if s.logger == nil {
@@ -76,6 +80,7 @@ func New(cfg Config) *Server {
 	for _, prefix := range []string{"", adobePrefix} {
 		s.routes(e.Group(prefix, s.authenticate))
 	}
+	s.registerAudit(e)
 	return s
 }
 

@@ -2,30 +2,110 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acme/retention/audit"
 )
 
-const insertAuditEvent = `
-INSERT INTO audit_events (id, org_id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name,
-                          action, status, user_id, client_id, details)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+// lockChainHead takes the org's chain head for the rest of the transaction: writers of one org append one after
+// the other, writers of different orgs never wait for each other.
+const lockChainHead = `SELECT seq, head_hash FROM audit_chains WHERE org_id = $1 FOR UPDATE`
 
-// writeAuditEvent inserts ev inside tx: the caller's change and its event commit or fail together.
+// createChainHead starts an org's chain. Two first writers may race: the loser's insert waits for the winner and
+// then does nothing, and its second lockChainHead finds the winner's row.
+const createChainHead = `
+INSERT INTO audit_chains (org_id, seq, head_hash, updated_at) VALUES ($1, 0, $2, $3)
+ON CONFLICT (org_id) DO NOTHING`
+
+// appendAuditEvent inserts the sealed event and advances the head in one statement, one round trip.
+const appendAuditEvent = `
+WITH appended AS (
+    INSERT INTO audit_events (id, org_id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name,
+                              action, status, user_id, client_id, details, seq, prev_hash, hash)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+)
+UPDATE audit_chains SET seq = $14, head_hash = $16, updated_at = $4 WHERE org_id = $2`
+
+// writeAuditEvent appends ev to its org's chain inside tx: the caller's change and its event commit or fail
+// together. It locks the org's chain head until tx ends, so callers write their event last in the transaction (the
+// lock is then held only for the commit) and a transaction writing events of several orgs writes them in org order.
+// It sets ev's ID (when empty), Seq, PrevHash and Hash.
 func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
 	if ev.ID == "" {
 		ev.ID = audit.NewID()
 	}
+	// The id is hashed as Postgres will show it: lower-case and hyphenated.
+	id, err := uuid.Parse(ev.ID)
+	if err != nil {
+		return fmt.Errorf("audit event id %q: %w", ev.ID, err)
+	}
+	ev.ID = id.String()
 	if ev.Details == nil {
 		ev.Details = map[string]any{}
 	}
-	_, err := tx.Exec(ctx, insertAuditEvent, ev.ID, ev.Org, ev.Sandbox, ev.Timestamp, ev.RequestID, ev.AssetType,
-		ev.AssetID, ev.AssetName, ev.Action, ev.Status, ev.User, ev.ClientID, ev.Details)
+	details, err := json.Marshal(ev.Details)
+	if err != nil {
+		return fmt.Errorf("encode details of %s audit event of %s: %w", ev.Action, ev.AssetID, err)
+	}
+	seq, prev, err := lockChain(ctx, tx, ev)
+	if err != nil {
+		return err
+	}
+	if err := ev.Seal(seq+1, prev); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, appendAuditEvent, ev.ID, ev.Org, ev.Sandbox, ev.Timestamp, ev.RequestID, ev.AssetType,
+		ev.AssetID, ev.AssetName, ev.Action, ev.Status, ev.User, ev.ClientID, json.RawMessage(details),
+		ev.Seq, ev.PrevHash, ev.Hash)
 	if err != nil {
 		return fmt.Errorf("write %s audit event of %s: %w", ev.Action, ev.AssetID, err)
 	}
 	return nil
+}
+
+// lockChain locks the org's chain head, creating it on the org's first event, and returns the newest seq and hash.
+func lockChain(ctx context.Context, tx pgx.Tx, ev *audit.Event) (int64, string, error) {
+	var seq int64
+	var head string
+	err := tx.QueryRow(ctx, lockChainHead, ev.Org).Scan(&seq, &head)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, createChainHead, ev.Org, audit.GenesisHash, ev.Timestamp); err != nil {
+			return 0, "", fmt.Errorf("start audit chain of %s: %w", ev.Org, err)
+		}
+		err = tx.QueryRow(ctx, lockChainHead, ev.Org).Scan(&seq, &head)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("lock audit chain of %s: %w", ev.Org, err)
+	}
+	return seq, head, nil
+}
+
+// AuditService implements audit.Service and audit.Purger.
+type AuditService struct {
+	db *DB
+	// PurgeBatch bounds the events one purge transaction removes; default 50,000.
+	PurgeBatch int64
+	// CountBudget is how long counting a query's events may take before the planner's estimate stands in for
+	// totalElements; default 25ms.
+	CountBudget time.Duration
+}
+
+// NewAuditService returns an AuditService on db.
+func NewAuditService(db *DB) *AuditService { return &AuditService{db: db, PurgeBatch: 50_000} }
+
+var _ audit.Service = (*AuditService)(nil)
+
+// Record appends an event that no other change carries, in a transaction of its own; the audit retention records
+// its purges with it, and tests their fixtures.
+func (s *AuditService) Record(ctx context.Context, ev *audit.Event) error {
+	if ev.Timestamp.IsZero() {
+		ev.Timestamp = s.db.now()
+	}
+	return s.db.inTx(ctx, func(tx pgx.Tx) error { return writeAuditEvent(ctx, tx, ev) })
 }

@@ -239,12 +239,22 @@ func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs 
 	now := s.db.now()
 	var end *jobs.RunEnd
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
-		for _, id := range datasetIDs {
+		// Finish in org order: each Expire event locks its org's audit chain until commit, and a fixed order keeps
+		// two runs finishing datasets of the same orgs from deadlocking.
+		rows, err := tx.Query(ctx, `SELECT dataset_id FROM retention_run_datasets WHERE run_id = $1 AND dataset_id = ANY($2)
+			ORDER BY org_id, dataset_id`, runID, datasetIDs)
+		if err != nil {
+			return err
+		}
+		ordered, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, id := range ordered {
 			if err := finishPart(ctx, tx, runID, id, jobs.Outcome{}, now); err != nil {
 				return err
 			}
 		}
-		var err error
 		end, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})

@@ -39,6 +39,7 @@ Commands:
   policy    show | set: the TTL limits of an org
   load      bulk-load NDJSON files, or generated rows, into datasets
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
+  audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
   version   print the build's version
 
 Run 'retentionctl COMMAND -h' for a command's flags.
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, env getenv, out io.Writer) error {
 		return runLoad(ctx, args[1:], env, os.Stdin, out, os.Stderr)
 	case "runs":
 		return runRuns(ctx, args[1:], env, out)
+	case "audit":
+		return runAudit(ctx, args[1:], env, out)
 	case "version":
 		return runVersion(out)
 	case "help", "-h", "--help":

@@ -195,11 +195,15 @@ func runRuns(ctx context.Context, args []string, env getenv, out io.Writer) erro
 	return tw.Flush()
 }
 
-// waitForRun shows a progress bar of the run's datasets until it ends.
+// waitForRun shows a progress bar of the run's datasets until it ends. The bar is made once the total is known: an
+// open-ended bar would spin in a goroutine of its own.
 func waitForRun(ctx context.Context, client *apiClient, id string) (runView, error) {
-	bar := progressbar.NewOptions(-1, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetDescription("run "+id[:8]),
-		progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	defer func() { _ = bar.Finish() }()
+	var bar *progressbar.ProgressBar
+	defer func() {
+		if bar != nil {
+			_ = bar.Finish()
+		}
+	}()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -207,10 +211,13 @@ func waitForRun(ctx context.Context, client *apiClient, id string) (runView, err
 		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
 			return run, err
 		}
-		if run.Progress.DatasetsTotal > 0 {
-			bar.ChangeMax(run.Progress.DatasetsTotal)
-			_ = bar.Set(run.Progress.DatasetsDone)
+		if bar == nil && run.Progress.DatasetsTotal > 0 {
+			bar = progressbar.NewOptions(run.Progress.DatasetsTotal, progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+		}
+		if bar != nil {
 			bar.Describe(fmt.Sprintf("run %s: %d rows deleted", id[:8], run.Progress.RowsDeleted))
+			_ = bar.Set(run.Progress.DatasetsDone)
 		}
 		if run.finished() {
 			return run, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
@@ -132,6 +133,18 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err := runs.Start(ctx); err != nil {
 		return err
 	}
+	auditLog := postgres.NewAuditService(db)
+	if cfg.Scheduler {
+		// The audit log's own retention, daily on every scheduler replica: each pass is idempotent and purges an org
+		// under its chain lock. It stops before the pool closes.
+		auditCtx, stopAudit := context.WithCancel(ctx)
+		auditDone := make(chan struct{})
+		go func() {
+			defer close(auditDone)
+			(&audit.Retention{Purger: auditLog, Keep: cfg.AuditKeep, Now: db.Now, Logger: logger}).Run(auditCtx)
+		}()
+		defer func() { stopAudit(); <-auditDone }()
+	}
 	defer func() {
 		// Let the jobs in flight finish their current batch within the shutdown timeout; what is left resumes later.
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -150,7 +163,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
+		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: auditLog, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
 		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 	})
 	return listen(ctx, cfg, api, logger)

@@ -43,6 +43,9 @@ type Config struct {
 	BatchSize   int           `json:"retention_batch_size"`
 	JobTimeout  time.Duration `json:"retention_job_timeout"`
 	RescueAfter time.Duration `json:"retention_rescue_after"`
+	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
+	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
+	AuditKeep retention.Period `json:"audit_keep"`
 }
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.
@@ -81,6 +84,11 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	add(err)
 	cfg.HistoryKeep, err = parsePeriod("RETENTION_HISTORY_KEEP", getenv("RETENTION_HISTORY_KEEP"), retention.Period{Years: 1}, false)
 	add(err)
+	cfg.AuditKeep, err = parsePeriod("AUDIT_KEEP", getenv("AUDIT_KEEP"), retention.Period{Days: 365}, false)
+	add(err)
+	if err == nil && cfg.AuditKeep.ComparableDays() < 30 {
+		add(fmt.Errorf("AUDIT_KEEP must be at least P30D (audit events are kept at least 30 days); got %s", cfg.AuditKeep))
+	}
 	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
 	add(err)
 	cfg.JobTimeout, err = parseDuration("RETENTION_JOB_TIMEOUT", getenv("RETENTION_JOB_TIMEOUT"), 20*time.Second)
