@@ -26,7 +26,7 @@ NEWMAN := $(TOOLS)/node/node_modules/.bin/newman
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run build test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench clean
+.PHONY: help run build test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -81,8 +81,17 @@ tidy: ## tidy go.mod and go.sum
 fuzz: ## fuzz the retention period parser for 30s
 	$(GO) test -run='^$$' -fuzz=FuzzParsePeriod -fuzztime=30s ./retention/
 
-bench: ## run the benchmarks (not yet written)
-	@echo "benchmarks: see docs/benchmarks.md (not yet written)"
+# The benchmark harness (cmd/retentionbench, docs/benchmarks.md) builds the binaries, starts its own PostgreSQL
+# cluster (durable settings, unlike the tests' throwaway one) and runs every scenario against its baseline.
+# BENCHFLAGS adds harness flags, e.g. make bench BENCHFLAGS='-rows 1000000 -datasets 50'
+# (go run ./cmd/retentionbench -h lists them).
+BENCHFLAGS ?=
+
+bench: ## run the benchmarks at full size (about 30 min) and write the table into docs/benchmarks.md
+	$(GO) run ./cmd/retentionbench -write-doc $(BENCHFLAGS)
+
+bench-smoke: ## run the benchmark harness at smoke size (under a minute; checks it works, the figures mean nothing)
+	$(GO) run ./cmd/retentionbench -smoke $(BENCHFLAGS)
 
 # .tools (pinned tools) and .data (the dev database) are kept: both are slow
 # to rebuild and .data holds the developer's local data.

@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+)
+
+// apiClient calls the service's REST API as one org, the way a client behind Adobe's gateway does.
+type apiClient struct {
+	base  string
+	org   string
+	token string
+	http  *http.Client
+}
+
+// sharedTransport keeps enough idle connections for every concurrent client of the harness, so that each load
+// client holds one keep-alive connection, as wrk does.
+var sharedTransport = &http.Transport{
+	MaxIdleConns: 512, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute, DisableCompression: true,
+}
+
+func newAPIClient(base, secret, org string) (*apiClient, error) {
+	token, err := httpapi.MintToken(secret, httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "retentionbench@acme.example", IssuedAt: jwt.NewNumericDate(time.Now()),
+			ExpiresAt: jwt.NewNumericDate(time.Now().Add(48 * time.Hour))},
+		Org: org, ClientID: "retentionbench",
+		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}, " "),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &apiClient{base: base, org: org, token: token, http: &http.Client{Transport: sharedTransport, Timeout: 10 * time.Minute}}, nil
+}
+
+// loadRequestTimeout bounds each request of the load generators: a request that takes longer counts as an error,
+// and a service that stops answering costs the harness this long, not the scenario's whole budget.
+const loadRequestTimeout = 30 * time.Second
+
+// forLoad returns the client with the load generators' request timeout.
+func (a *apiClient) forLoad() *apiClient {
+	c := *a
+	c.http = &http.Client{Transport: sharedTransport, Timeout: loadRequestTimeout}
+	return &c
+}
+
+// withBase returns the client for the same org on another server.
+func (a *apiClient) withBase(base string) *apiClient {
+	c := *a
+	c.base = base
+	return &c
+}
+
+// apiError is a response with an unexpected status.
+type apiError struct {
+	Method, Path string
+	Status       int
+	Body         string
+}
+
+func (e *apiError) Error() string {
+	body := e.Body
+	if len(body) > 300 {
+		body = body[:300] + "…"
+	}
+	return fmt.Sprintf("%s %s: status %d: %s", e.Method, e.Path, e.Status, body)
+}
+
+// routeMissing reports whether err is the service's answer for a route it does not have.
+func routeMissing(err error) bool {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return ae.Status == http.StatusMethodNotAllowed ||
+		(ae.Status == http.StatusNotFound && strings.Contains(ae.Body, "route-not-found"))
+}
+
+// do sends a request and returns the body of a response with one of the wanted statuses (200 when none is named).
+func (a *apiClient) do(ctx context.Context, method, path, contentType string, body io.Reader, want ...int) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("x-api-key", "retentionbench")
+	req.Header.Set("x-gw-ims-org-id", a.org)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if len(want) == 0 {
+		want = []int{http.StatusOK}
+	}
+	for _, w := range want {
+		if resp.StatusCode == w {
+			return data, nil
+		}
+	}
+	return nil, &apiError{Method: method, Path: path, Status: resp.StatusCode, Body: string(data)}
+}
+
+func (a *apiClient) doJSON(ctx context.Context, method, path string, in, out any, want ...int) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	data, err := a.do(ctx, method, path, "application/json", body, want...)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// get discards the body: the load generators only need the status.
+func (a *apiClient) get(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("x-api-key", "retentionbench")
+	req.Header.Set("x-gw-ims-org-id", a.org)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &apiError{Method: http.MethodGet, Path: path, Status: resp.StatusCode}
+	}
+	return nil
+}
+
+// createDataset creates a time-series CUSTOMER dataset and returns its id.
+func (a *apiClient) createDataset(ctx context.Context, name string) (string, error) {
+	var refs []string
+	err := a.doJSON(ctx, http.MethodPost, "/dataSets", map[string]any{
+		"name": name, "classification": map[string]any{"dataBehavior": "time-series", "managedBy": "CUSTOMER"},
+	}, &refs, http.StatusCreated)
+	if err != nil {
+		return "", err
+	}
+	if len(refs) != 1 || !strings.HasPrefix(refs[0], "@/dataSets/") {
+		return "", fmt.Errorf("create dataset %s: unexpected answer %v", name, refs)
+	}
+	return strings.TrimPrefix(refs[0], "@/dataSets/"), nil
+}
+
+// setTTL sets the data-lake TTL of a dataset.
+func (a *apiClient) setTTL(ctx context.Context, id, ttl string) error {
+	return a.doJSON(ctx, http.MethodPatch, "/v2/dataSets/"+id, map[string]any{
+		"extensions": map[string]any{string(catalog.LakeHouse): map[string]any{"rowExpiration": map[string]any{"ttlValue": ttl}}},
+	}, nil)
+}
+
+// runDoc is what the harness reads of a run.
+type runDoc struct {
+	ID          string `json:"id"`
+	Status      string `json:"status"`
+	Error       string `json:"error"`
+	EvaluatedAt string `json:"evaluatedAt"`
+	CreatedAt   string `json:"createdAt"`
+	StartedAt   string `json:"startedAt"`
+	FinishedAt  string `json:"finishedAt"`
+	Progress    struct {
+		DatasetsDone  int   `json:"datasetsDone"`
+		DatasetsTotal int   `json:"datasetsTotal"`
+		RowsDeleted   int64 `json:"rowsDeleted"`
+	} `json:"progress"`
+	Datasets []struct {
+		DatasetID         string `json:"datasetId"`
+		Status            string `json:"status"`
+		RowsDeleted       int64  `json:"rowsDeleted"`
+		PartitionsDropped int    `json:"partitionsDropped"`
+		Error             string `json:"error"`
+	} `json:"datasets"`
+
+	// Set by timedRun: when the harness sent the POST, and how long until a poll saw the run ended.
+	postedAt time.Time
+	observed time.Duration
+}
+
+func (r *runDoc) evaluatedAt() (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, r.EvaluatedAt)
+}
+
+// serverDuration is the run's time from creation to its end by the service's own clock.
+func (r *runDoc) serverDuration() time.Duration {
+	c, err1 := time.Parse(time.RFC3339Nano, r.CreatedAt)
+	f, err2 := time.Parse(time.RFC3339Nano, r.FinishedAt)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return f.Sub(c)
+}
+
+// runPollInterval is how often the harness asks whether a run has ended. A run's time is taken from its own
+// createdAt and finishedAt, so polling need not be frequent; frequent polls would slow the run they measure (each
+// GET /retention/runs/{id} reads every dataset part of the run, on the service's small connection pool).
+const runPollInterval = 200 * time.Millisecond
+
+// startRun asks for a manual run and returns it.
+func (a *apiClient) startRun(ctx context.Context, body map[string]any) (*runDoc, error) {
+	var run runDoc
+	if err := a.doJSON(ctx, http.MethodPost, "/retention/runs", body, &run, http.StatusAccepted); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+// waitRun polls the run until it is no longer pending or running.
+func (a *apiClient) waitRun(ctx context.Context, id string, limit time.Duration) (*runDoc, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		var run runDoc
+		if err := a.doJSON(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
+			return nil, err
+		}
+		if run.Status != "pending" && run.Status != "running" {
+			return &run, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run %s still %s after %v (%d of %d datasets done)", id, run.Status, limit, run.Progress.DatasetsDone, run.Progress.DatasetsTotal)
+		case <-time.After(runPollInterval):
+		}
+	}
+}
+
+// timedRun starts a run, waits for its end and returns it with its duration: from its creation to its end by the
+// service's clock (the POST's answer and the poll interval are not counted), or, when the run does not show both
+// times, as the harness observed it.
+func (a *apiClient) timedRun(ctx context.Context, body map[string]any) (*runDoc, time.Duration, error) {
+	start := time.Now()
+	run, err := a.startRun(ctx, body)
+	if err != nil {
+		return nil, 0, err
+	}
+	done, err := a.waitRun(ctx, run.ID, 30*time.Minute)
+	observed := time.Since(start)
+	if err != nil {
+		return nil, observed, err
+	}
+	done.postedAt, done.observed = start, observed
+	d := done.serverDuration()
+	if d <= 0 {
+		d = observed
+	}
+	if done.Status != "succeeded" {
+		return done, d, fmt.Errorf("run %s ended %s: %s", done.ID, done.Status, runErrors(done))
+	}
+	return done, d, nil
+}
+
+func runErrors(r *runDoc) string {
+	msgs := []string{}
+	if r.Error != "" {
+		msgs = append(msgs, r.Error)
+	}
+	for _, d := range r.Datasets {
+		if d.Error != "" && len(msgs) < 5 {
+			msgs = append(msgs, d.DatasetID+": "+d.Error)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}

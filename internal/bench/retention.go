@@ -1,0 +1,436 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// setLakePolicy gives an org a data-lake default TTL of P10Y. A new dataset starts at the default, and that first
+// setting stays in the dataset's TTL history after the harness PATCHes the TTL it wants. Rows loaded with their
+// event time as ingestion time predate every setting, so each setting of the history applies to them (see the
+// expiry rule in retention/expiry.go): with the built-in default P12M, every row older than 12 months at the time of
+// the PATCH would count as expired whatever TTL the PATCH set. P10Y expires nothing of two years of events.
+func (h *harness) setLakePolicy(ctx context.Context, dbURL, org string) error {
+	_, err := runCtl(ctx, h.bins.retentionctl, dbURL, "policy", "set", "-org", org, "-store", "adobe_lakeHouse",
+		"-managed-by", "CUSTOMER", "-min", "P30D", "-max", "P10Y", "-default", "P10Y")
+	return err
+}
+
+// loadGenerated runs retentionctl load -generate and returns its wall time.
+func (h *harness) loadGenerated(ctx context.Context, dbURL, org, prefix string, rows, datasets, workers int, seed uint64) (time.Duration, error) {
+	args := []string{"load", "-org", org, "-generate", strconv.Itoa(rows), "-datasets", strconv.Itoa(datasets),
+		"-from", h.from.Format(time.RFC3339Nano), "-to", h.to.Format(time.RFC3339Nano), "-seed", strconv.FormatUint(seed, 10),
+		"-ingested-at-event", "-workers", strconv.Itoa(workers), "-name-prefix", prefix, "-quiet"}
+	start := time.Now()
+	out, err := runCtl(ctx, h.bins.retentionctl, dbURL, args...)
+	elapsed := time.Since(start)
+	if err != nil {
+		return elapsed, err
+	}
+	if !strings.Contains(out, "loaded "+strconv.Itoa(rows)+" rows") {
+		return elapsed, fmt.Errorf("retentionctl load did not report %d rows loaded: %s", rows, out)
+	}
+	return elapsed, nil
+}
+
+// setup loads the retention-run data: datasets created and given their TTLs through the API, rows through
+// retentionctl load (timed: the CLI ingestion figure), then the same rows exported from the service's store and
+// copied into the plain-table baseline (timed: raw COPY), and both vacuumed and analyzed.
+func (h *harness) setup(ctx context.Context) error {
+	cfg := h.cfg
+	for _, db := range []string{dbService, dbBaseline} {
+		if err := h.pg.createDatabase(ctx, db); err != nil {
+			return err
+		}
+	}
+	svcURL := h.pg.url(dbService)
+	h.step("setup: starting retentiond (migrations) and creating %d datasets", cfg.Datasets)
+	if err := h.useService(ctx, dbService, "retentiond-setup.log", nil); err != nil {
+		return err
+	}
+	if err := h.setLakePolicy(ctx, svcURL, orgMain); err != nil {
+		return err
+	}
+	api, err := h.client(orgMain)
+	if err != nil {
+		return err
+	}
+	for i := range cfg.Datasets {
+		id, err := api.createDataset(ctx, fmt.Sprintf("bench-%03d", i))
+		if err != nil {
+			return err
+		}
+		ttl := cfg.TTLs[i%len(cfg.TTLs)]
+		if err := api.setTTL(ctx, id, ttl); err != nil {
+			return err
+		}
+		h.mainIDs = append(h.mainIDs, id)
+		h.mainTTL[id] = ttl
+	}
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return err
+	}
+	h.step("setup: retentionctl load of %s rows (timed)", fmtInt(int64(cfg.Rows)))
+	elapsed, err := h.loadGenerated(ctx, svcURL, orgMain, "bench", cfg.Rows, cfg.Datasets, cfg.LoadWorkers, cfg.Seed)
+	if err != nil {
+		return err
+	}
+	h.cliRate = float64(cfg.Rows) / elapsed.Seconds()
+	h.cliNote = fmt.Sprintf("retentionctl load -generate %d -datasets %d -workers %d -ingested-at-event into an empty store: %s wall time, process start included",
+		cfg.Rows, cfg.Datasets, cfg.LoadWorkers, fmtDur(elapsed))
+	if err := h.stopService(); err != nil {
+		return err
+	}
+
+	h.step("setup: exporting the rows and copying them into the baseline (timed)")
+	files, err := h.exportRows(ctx, dbService, h.mainIDs, cfg.LoadWorkers, "main")
+	if err != nil {
+		return err
+	}
+	base, err := h.pg.connect(ctx, dbBaseline)
+	if err != nil {
+		return err
+	}
+	defer base.Close(ctx)
+	// The baseline has the service's columns of an event and the service's two row indexes; the first is the
+	// issue's index on (dataset, ts).
+	for _, sql := range []string{
+		`CREATE TABLE rows (dataset_id text NOT NULL, row_id text NOT NULL, ts timestamptz NOT NULL, ingested_at timestamptz NOT NULL, payload jsonb NOT NULL)`,
+		`CREATE INDEX rows_read_idx ON rows (dataset_id, ts, row_id)`,
+		`CREATE INDEX rows_id_idx ON rows (dataset_id, row_id)`,
+		`CREATE TABLE ds (id text PRIMARY KEY, ttl interval NOT NULL)`,
+	} {
+		if _, err := base.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	for id, ttl := range h.mainTTL {
+		if _, err := base.Exec(ctx, `INSERT INTO ds (id, ttl) VALUES ($1, $2::interval)`, id, ttl); err != nil {
+			return err
+		}
+	}
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return err
+	}
+	copied, elapsed, err := h.copyFiles(ctx, dbBaseline, "rows", files)
+	if err != nil {
+		return err
+	}
+	if copied != int64(cfg.Rows) {
+		return fmt.Errorf("the baseline holds %d rows, the service %d", copied, cfg.Rows)
+	}
+	h.rawCopyRate = float64(copied) / elapsed.Seconds()
+	removeFiles(files)
+
+	h.step("setup: VACUUM ANALYZE of both databases")
+	for _, db := range []string{dbService, dbBaseline} {
+		if err := h.vacuum(ctx, db, ""); err != nil {
+			return err
+		}
+	}
+	return h.pg.checkpoint(ctx)
+}
+
+// exportRows writes the rows of the datasets from the service's store into one file per stream (COPY binary),
+// dataset i into file i % streams, each in ingestion order: the order in which a plain table would have received
+// them.
+func (h *harness) exportRows(ctx context.Context, db string, ids []string, streams int, label string) ([]string, error) {
+	conn, err := h.pg.connect(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	var files []string
+	for k := range streams {
+		var part []string
+		for i := k; i < len(ids); i += streams {
+			part = append(part, ids[i])
+		}
+		if len(part) == 0 {
+			continue
+		}
+		path := filepath.Join(h.work, fmt.Sprintf("export-%s-%d.bin", label, k))
+		f, err := os.Create(path) //nolint:gosec // the harness's own folder
+		if err != nil {
+			return nil, err
+		}
+		_, err = conn.PgConn().CopyTo(ctx, f, `COPY (SELECT dataset_id, row_id, ts, ingested_at, payload FROM lake_rows
+			WHERE dataset_id = ANY(`+quoteList(part)+`) ORDER BY ingested_at, row_id) TO STDOUT (FORMAT binary)`)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("export rows: %w", err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// copyFiles loads the files into the baseline's table, one COPY stream per file at once, and returns the rows
+// and the wall time.
+func (h *harness) copyFiles(ctx context.Context, db, table string, files []string) (int64, time.Duration, error) {
+	conns := make([]*pgx.Conn, len(files))
+	for i := range files {
+		c, err := h.pg.connect(ctx, db)
+		if err != nil {
+			return 0, 0, err
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	var mu sync.Mutex
+	var total int64
+	var errs []error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, path := range files {
+		wg.Go(func() {
+			f, err := os.Open(path) //nolint:gosec // the harness's own file
+			if err == nil {
+				var tag pgconn.CommandTag
+				tag, err = conns[i].PgConn().CopyFrom(ctx, f, `COPY `+table+` (dataset_id, row_id, ts, ingested_at, payload) FROM STDIN (FORMAT binary)`)
+				_ = f.Close()
+				if err == nil {
+					mu.Lock()
+					total += tag.RowsAffected()
+					mu.Unlock()
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("copy %s into %s: %w", filepath.Base(path), table, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return total, time.Since(start), errors.Join(errs...)
+}
+
+func removeFiles(files []string) {
+	for _, f := range files {
+		_ = os.Remove(f)
+	}
+}
+
+// vacuum runs VACUUM ANALYZE on a table, or on the whole database when table is "".
+func (h *harness) vacuum(ctx context.Context, db, table string) error {
+	conn, err := h.pg.connect(ctx, db)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, strings.TrimSpace(`VACUUM ANALYZE `+table))
+	return err
+}
+
+// floor drops, on a copy of the service's database, only the partitions that are wholly expired: what pg_partman
+// or TimescaleDB's retention do, with no row-level precision. It is measured before the run, on a file copy of the
+// same data, since the run consumes it.
+func (h *harness) floor(ctx context.Context) error {
+	h.step("floor: copying the service's database")
+	if err := h.pg.cloneDatabase(ctx, dbService, dbFloor); err != nil {
+		return err
+	}
+	defer func() { _ = h.pg.dropDatabase(context.WithoutCancel(ctx), dbFloor) }()
+	conn, err := h.pg.connect(ctx, dbFloor)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	// Wholly expired: the partition's range of placed expiries ended before now.
+	rows, err := conn.Query(ctx, `SELECT p.name, COALESCE((SELECT sum(row_count) FROM row_stats s WHERE s.partition_name = p.name), 0)::bigint
+		FROM row_partitions p WHERE p.store = 'adobe_lakeHouse' AND p.upper_bound <= now() ORDER BY p.lower_bound`)
+	if err != nil {
+		return err
+	}
+	var names []string
+	var rowsIn int64
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		names = append(names, pgx.Identifier{name}.Sanitize())
+		rowsIn += n
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return errors.New("no partition is wholly expired: the data has no expired month")
+	}
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return err
+	}
+	elapsed, err := timed(func() error {
+		_, err := conn.Exec(ctx, `DROP TABLE `+strings.Join(names, ", "))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.floorTime, h.floorNote = elapsed, fmt.Sprintf("one DROP TABLE of the %d wholly expired partitions (%s rows) on a file copy of the service's database, after a CHECKPOINT",
+		len(names), fmtInt(rowsIn))
+	return nil
+}
+
+// retentionRun times a full manual run of retentiond (POST, then GET until it ended) against the single DELETE …
+// USING of the baseline, checks that both leave the same rows, and reads retentiond's peak RSS.
+func (h *harness) retentionRun(ctx context.Context) error {
+	h.step("retention run: fresh retentiond, CHECKPOINT, run (timed)")
+	if err := h.useService(ctx, dbService, "retentiond-run.log", nil); err != nil {
+		return err
+	}
+	api, err := h.client(orgMain)
+	if err != nil {
+		return err
+	}
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return err
+	}
+	run, ours, runErr := api.timedRun(ctx, map[string]any{})
+	rss, rssErr := h.svc.peakRSS()
+	if err := h.stopService(); err != nil {
+		return err
+	}
+	if rssErr == nil {
+		h.report.add(Row{Scenario: ScenarioMemory, Metric: "peak RSS of retentiond", Ours: fmtBytes(rss), Goal: "< 150 MB", Holds: verdict(rss < 150<<20),
+			Note: "VmHWM of the retentiond process, started fresh before the run, read right after it ended: startup, migrations check, River, the API answering the harness's polls, and the run"})
+	}
+	if runErr != nil {
+		return runErr
+	}
+	evaluated, err := run.evaluatedAt()
+	if err != nil {
+		return err
+	}
+
+	h.step("retention run: CHECKPOINT, baseline DELETE (timed)")
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return err
+	}
+	base, err := h.pg.connect(ctx, dbBaseline)
+	if err != nil {
+		return err
+	}
+	defer base.Close(ctx)
+	// The service's rule, ts + ttl <= evaluation time, in calendar arithmetic; the first condition adds nothing (a
+	// month-end clamp moves an expiry by at most 3 days) but lets the planner use the (dataset_id, ts) index.
+	const deleteSQL = `DELETE FROM rows r USING ds d WHERE r.dataset_id = d.id
+		AND r.ts <= $1::timestamptz - d.ttl + interval '4 days' AND r.ts + d.ttl <= $1::timestamptz`
+	basePlan, err := planShape(ctx, base, deleteSQL, evaluated)
+	if err != nil {
+		return err
+	}
+	var baseDeleted int64
+	baseline, err := timed(func() error {
+		tag, err := base.Exec(ctx, deleteSQL, evaluated)
+		baseDeleted = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+
+	h.step("retention run: comparing the rows left")
+	same, detail, err := h.compareRowsLeft(ctx)
+	if err != nil {
+		return err
+	}
+	h.report.RowsIdentical = same
+	ratio := baseline.Seconds() / ours.Seconds()
+	note := fmt.Sprintf("POST /retention/runs {} over %d datasets, %s rows deleted; its time from createdAt to finishedAt (the harness saw it end %s after sending the POST, polling every %v). "+
+		"Baseline: one DELETE … USING ds (plan: %s) removed %s rows. %s",
+		run.Progress.DatasetsTotal, fmtInt(run.Progress.RowsDeleted), fmtDur(run.observed), runPollInterval, basePlan, fmtInt(baseDeleted), detail)
+	h.report.add(Row{Scenario: ScenarioRetentionRun, Metric: "wall time", Ours: fmtDur(ours), Baseline: fmtDur(baseline),
+		Ratio: fmtRatio(ratio) + " faster", Goal: "≥ 10× faster; rows left identical", Holds: verdict(ratio >= 10 && same), Note: note})
+	if h.floorTime > 0 {
+		f := ours.Seconds() / h.floorTime.Seconds()
+		h.report.add(Row{Scenario: ScenarioFloor, Metric: "run vs partition drops only", Ours: fmtDur(ours), Baseline: fmtDur(h.floorTime),
+			Ratio: fmtRatio(f), Goal: "within 2×", Holds: verdict(f <= 2), Note: h.floorNote})
+	}
+	if !same {
+		return errors.New("the retention run and the baseline left different rows: " + detail)
+	}
+	return nil
+}
+
+// planShape returns the plan nodes of a statement, outermost first, as EXPLAIN (no ANALYZE) shows them.
+func planShape(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (string, error) {
+	rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	var nodes []string
+	for _, l := range lines {
+		l = strings.TrimLeft(strings.TrimSpace(l), "-> ")
+		if i := strings.Index(l, "  (cost="); i > 0 {
+			nodes = append(nodes, l[:i])
+		}
+	}
+	return strings.Join(nodes, " → "), nil
+}
+
+// compareRowsLeft compares, dataset by dataset, the count and a checksum of the rows left in the service's store
+// and in the baseline.
+func (h *harness) compareRowsLeft(ctx context.Context) (bool, string, error) {
+	type sum struct {
+		n        int64
+		checksum string
+	}
+	read := func(db, table string) (map[string]sum, error) {
+		conn, err := h.pg.connect(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT dataset_id, count(*), COALESCE(sum(hashtextextended(row_id || '|' || ts::text, 0)::numeric), 0)::text
+			FROM `+table+` WHERE dataset_id = ANY(`+quoteList(h.mainIDs)+`) GROUP BY dataset_id`)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]sum{}
+		var id string
+		var s sum
+		_, err = pgx.ForEachRow(rows, []any{&id, &s.n, &s.checksum}, func() error {
+			out[id] = s
+			return nil
+		})
+		return out, err
+	}
+	ours, err := read(dbService, "lake_rows")
+	if err != nil {
+		return false, "", err
+	}
+	theirs, err := read(dbBaseline, "rows")
+	if err != nil {
+		return false, "", err
+	}
+	var total int64
+	var diffs []string
+	for _, id := range h.mainIDs {
+		o, b := ours[id], theirs[id]
+		total += o.n
+		if o != b && len(diffs) < 5 {
+			diffs = append(diffs, fmt.Sprintf("%s (TTL %s): service %d rows, baseline %d rows", id, h.mainTTL[id], o.n, b.n))
+		}
+	}
+	if len(diffs) > 0 {
+		return false, "rows left DIFFER: " + strings.Join(diffs, "; "), nil
+	}
+	return true, fmt.Sprintf("Rows left identical: %s rows in %d datasets, equal count and checksum of (row id, ts) per dataset.", fmtInt(total), len(h.mainIDs)), nil
+}
