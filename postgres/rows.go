@@ -311,16 +311,22 @@ const subtractStats = `
 UPDATE row_stats SET row_count = row_count - $4 WHERE partition_name = $1 AND dataset_id = $2 AND setting_id = $3`
 
 // removedRows counts rows a statement removed, by partition and setting, for the counters.
-type removedRows map[[2]string]int64
+type removedRows map[statsKey]int64
+
+// statsKey names one counter of a dataset: its rows placed in a partition under a setting.
+type statsKey struct {
+	partition string
+	settingID int64
+}
 
 func (r removedRows) add(partition string, settingID int64) {
-	r[[2]string{partition, fmt.Sprint(settingID)}]++
+	r[statsKey{partition, settingID}]++
 }
 
 func (r removedRows) apply(ctx context.Context, tx pgx.Tx, datasetID string) error {
 	for key, n := range r {
-		if _, err := tx.Exec(ctx, subtractStats, key[0], datasetID, key[1], n); err != nil {
-			return fmt.Errorf("uncount rows of %s in %s: %w", datasetID, key[0], err)
+		if _, err := tx.Exec(ctx, subtractStats, key.partition, datasetID, key.settingID, n); err != nil {
+			return fmt.Errorf("uncount rows of %s in %s: %w", datasetID, key.partition, err)
 		}
 	}
 	return nil
