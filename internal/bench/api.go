@@ -55,13 +55,6 @@ func (a *apiClient) forLoad() *apiClient {
 	return &c
 }
 
-// withBase returns the client for the same org on another server.
-func (a *apiClient) withBase(base string) *apiClient {
-	c := *a
-	c.base = base
-	return &c
-}
-
 // apiError is a response with an unexpected status.
 type apiError struct {
 	Method, Path string

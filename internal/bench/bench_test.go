@@ -71,7 +71,9 @@ func TestWriteDocKeepsHandWrittenText(t *testing.T) {
 	require.Contains(t, string(first), "| memory: peak RSS [1] | 42 MB | — | — | < 150 MB | yes |")
 	require.Contains(t, string(first), `VmHWM \| of retentiond`)
 
-	doc := "# Benchmarks\n\nHand-written intro.\n\n" + string(first)[strings.Index(string(first), "<!--"):] + "\n## Notes\n\nHand-written notes.\n"
+	begin := strings.Index(string(first), "<!--")
+	require.GreaterOrEqual(t, begin, 0)
+	doc := "# Benchmarks\n\nHand-written intro.\n\n" + string(first)[begin:] + "\n## Notes\n\nHand-written notes.\n"
 	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
 	report.Rows[0].Ours = "43 MB"
 	require.NoError(t, report.WriteDoc(path))

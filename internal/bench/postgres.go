@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acme/retention/internal/pgcluster"
 )
@@ -85,17 +83,6 @@ func (s *pgServer) connectURL(ctx context.Context, u string) (*pgx.Conn, error) 
 
 func (s *pgServer) connect(ctx context.Context, name string) (*pgx.Conn, error) {
 	return s.connectURL(ctx, s.url(name))
-}
-
-func (s *pgServer) pool(ctx context.Context, name string, size int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(s.url(name))
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = size
-	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
-	cfg.ConnConfig.RuntimeParams["application_name"] = "retentionbench"
-	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // admin runs one statement on the admin database.
@@ -209,23 +196,6 @@ func (s *pgServer) pgbenchPath() (string, error) {
 		}
 	}
 	return exec.LookPath("pgbench")
-}
-
-// copyBetween streams the result of a COPY … TO STDOUT on src into a COPY … FROM STDIN on dst.
-func copyBetween(ctx context.Context, src *pgx.Conn, copyOut string, dst *pgx.Conn, copyIn string) (int64, error) {
-	pr, pw := io.Pipe()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := src.PgConn().CopyTo(ctx, pw, copyOut)
-		pw.CloseWithError(err)
-		errc <- err
-	}()
-	tag, err := dst.PgConn().CopyFrom(ctx, pr, copyIn)
-	_ = pr.CloseWithError(err)
-	if srcErr := <-errc; srcErr != nil && err == nil {
-		err = srcErr
-	}
-	return tag.RowsAffected(), err
 }
 
 func randomHex(n int) string {

@@ -96,7 +96,7 @@ func serviceEnv(dbURL, addr, secret string, extra map[string]string) []string {
 
 // startService starts retentiond on the database and waits until it answers /readyz.
 func startService(ctx context.Context, bin, dbURL, secret, logPath string, extra map[string]string) (*service, error) {
-	addr, err := freeAddr()
+	addr, err := freeAddr(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,8 @@ func startService(ctx context.Context, bin, dbURL, secret, logPath string, extra
 	if err != nil {
 		return nil, err
 	}
-	// Not CommandContext: the harness stops the server itself, gently, in stop.
-	cmd := exec.Command(bin) //nolint:gosec // the binary the harness built
+	// A context that is never canceled: the harness stops the server itself, gently, in stop.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin) //nolint:gosec // the binary the harness built
 	cmd.Env = serviceEnv(dbURL, addr, secret, extra)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -141,7 +141,11 @@ func (s *service) waitReady(ctx context.Context, limit time.Duration) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("retentiond exited before it was ready (%v); its log:\n%s", s.waitErr, tail(s.logPath, 20))
+			exit := s.waitErr
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("retentiond exited before it was ready: %w; its log:\n%s", exit, tail(s.logPath, 20))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -204,8 +208,9 @@ func runCtl(ctx context.Context, bin, dbURL string, args ...string) (string, err
 	return stdout.String(), nil
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr(ctx context.Context) (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
