@@ -276,12 +276,12 @@ type blockingSweep struct {
 	released chan struct{}
 }
 
-func (s *blockingSweep) DeleteBatchAll(ctx context.Context, sw retention.Sweep, part string, limit int) (map[string]int64, error) {
+func (s *blockingSweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, part string, from, to int64) (map[string]int64, error) {
 	s.once.Do(func() {
 		close(s.reached)
 		<-s.released
 	})
-	return s.SweepStore.DeleteBatchAll(ctx, sw, part, limit)
+	return s.SweepStore.DeleteBlocks(ctx, sw, part, from, to)
 }
 
 func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
@@ -374,9 +374,9 @@ type panickySweep struct {
 	once sync.Once
 }
 
-func (s *panickySweep) DeleteBatchAll(ctx context.Context, sw retention.Sweep, part string, limit int) (map[string]int64, error) {
+func (s *panickySweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, part string, from, to int64) (map[string]int64, error) {
 	s.once.Do(func() { panic("bug in a batch") })
-	return s.SweepStore.DeleteBatchAll(ctx, sw, part, limit)
+	return s.SweepStore.DeleteBlocks(ctx, sw, part, from, to)
 }
 
 func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {

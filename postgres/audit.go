@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,10 +33,17 @@ WITH appended AS (
 )
 UPDATE audit_chains SET seq = $14, head_hash = $16, updated_at = $4 WHERE org_id = $2`
 
+// insertUnchainedAuditEvent inserts an event outside its org's chain (no prev_hash, no hash) and leaves the chain
+// head alone. Only the audit_nochain benchmark build writes events this way (chain_off.go).
+const insertUnchainedAuditEvent = `
+INSERT INTO audit_events (id, org_id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name,
+                          action, status, user_id, client_id, details, seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+
 // writeAuditEvent appends ev to its org's chain inside tx: the caller's change and its event commit or fail
 // together. It locks the org's chain head until tx ends, so callers write their event last in the transaction (the
 // lock is then held only for the commit) and a transaction writing events of several orgs writes them in org order.
-// It sets ev's ID (when empty), Seq, PrevHash and Hash.
+// It sets ev's ID (when empty), Seq, PrevHash and Hash. (The audit_nochain benchmark build writes it unchained.)
 func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
 	if ev.ID == "" {
 		ev.ID = audit.NewID()
@@ -53,6 +61,9 @@ func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode details of %s audit event of %s: %w", ev.Action, ev.AssetID, err)
 	}
+	if !chainAuditEvents {
+		return writeUnchainedAuditEvent(ctx, tx, ev, id, details)
+	}
 	seq, prev, err := lockChain(ctx, tx, ev)
 	if err != nil {
 		return err
@@ -63,6 +74,22 @@ func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
 	_, err = tx.Exec(ctx, appendAuditEvent, ev.ID, ev.Org, ev.Sandbox, ev.Timestamp, ev.RequestID, ev.AssetType,
 		ev.AssetID, ev.AssetName, ev.Action, ev.Status, ev.User, ev.ClientID, json.RawMessage(details),
 		ev.Seq, ev.PrevHash, ev.Hash)
+	if err != nil {
+		return fmt.Errorf("write %s audit event of %s: %w", ev.Action, ev.AssetID, err)
+	}
+	return nil
+}
+
+// writeUnchainedAuditEvent writes ev without linking it into the chain, as the audit_nochain benchmark build does:
+// no chain head is locked or advanced, nothing is hashed. seq is NOT NULL and unique per org, and numbering the
+// events 1, 2, 3… would need the very lock the chain takes; ev gets a negative seq made of 62 random bits of its id
+// instead, below every chained seq, so the chain walk (seq > anchor_seq) never reads it.
+func writeUnchainedAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event, id uuid.UUID, details []byte) error {
+	ev.Timestamp = ev.Timestamp.UTC().Truncate(time.Microsecond)
+	ev.Seq = -1 - int64(binary.BigEndian.Uint64(id[8:])&(1<<62-1))
+	ev.PrevHash, ev.Hash = "", ""
+	_, err := tx.Exec(ctx, insertUnchainedAuditEvent, ev.ID, ev.Org, ev.Sandbox, ev.Timestamp, ev.RequestID, ev.AssetType,
+		ev.AssetID, ev.AssetName, ev.Action, ev.Status, ev.User, ev.ClientID, json.RawMessage(details), ev.Seq)
 	if err != nil {
 		return fmt.Errorf("write %s audit event of %s: %w", ev.Action, ev.AssetID, err)
 	}

@@ -95,6 +95,7 @@ func MigrationStatus(ctx context.Context, pool *pgxpool.Pool) ([]Migration, erro
 
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func appliedVersions(ctx context.Context, q querier) (map[int]bool, error) {

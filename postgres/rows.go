@@ -264,6 +264,9 @@ func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.
 	if err := replaceClientIDs(ctx, tx, t, chunk); err != nil {
 		return err
 	}
+	if err := noteOverrides(ctx, tx, t, chunk); err != nil {
+		return err
+	}
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[name]
 		ttl := t.settings[g.spec.store].ttl
@@ -293,6 +296,21 @@ func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.
 	return nil
 }
 
+// noteOverrides lists the chunk's stores in row_overrides when one of its rows has its own expiry, so that reads
+// and runs stop bounding their scans of the dataset by event time.
+func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
+	if !slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.OwnExpiry != nil || in.Never }) {
+		return nil
+	}
+	for store := range t.settings {
+		if _, err := tx.Exec(ctx, `INSERT INTO row_overrides (dataset_id, store) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			t.ds.ID, string(store)); err != nil {
+			return fmt.Errorf("note overrides of %s: %w", t.ds.ID, err)
+		}
+	}
+	return nil
+}
+
 const upsertStats = `
 INSERT INTO row_stats (partition_name, dataset_id, setting_id, row_count, max_ingested_at)
 VALUES ($1, $2, $3, $4, $5)
@@ -303,31 +321,6 @@ SET row_count = row_stats.row_count + EXCLUDED.row_count,
 func addStats(ctx context.Context, tx pgx.Tx, partition, datasetID string, settingID, n int64, maxIngested time.Time) error {
 	if _, err := tx.Exec(ctx, upsertStats, partition, datasetID, settingID, n, maxIngested); err != nil {
 		return fmt.Errorf("count rows of %s in %s: %w", datasetID, partition, err)
-	}
-	return nil
-}
-
-const subtractStats = `
-UPDATE row_stats SET row_count = row_count - $4 WHERE partition_name = $1 AND dataset_id = $2 AND setting_id = $3`
-
-// removedRows counts rows a statement removed, by partition and setting, for the counters.
-type removedRows map[statsKey]int64
-
-// statsKey names one counter of a dataset: its rows placed in a partition under a setting.
-type statsKey struct {
-	partition string
-	settingID int64
-}
-
-func (r removedRows) add(partition string, settingID int64) {
-	r[statsKey{partition, settingID}]++
-}
-
-func (r removedRows) apply(ctx context.Context, tx pgx.Tx, datasetID string) error {
-	for key, n := range r {
-		if _, err := tx.Exec(ctx, subtractStats, key.partition, datasetID, key.settingID, n); err != nil {
-			return fmt.Errorf("uncount rows of %s in %s: %w", datasetID, key.partition, err)
-		}
 	}
 	return nil
 }
@@ -349,55 +342,85 @@ func replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []c
 }
 
 // deleteRowsByID deletes the rows with these _ids from both stores, keeping the counters exact, and returns how many
-// rows it removed.
+// rows it removed. It looks only in the partitions the counters say hold rows of the dataset: a probe of every
+// partition of both stores for each _id made ingestion with client _ids several times slower. The counters are
+// exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
 func deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT DISTINCT partition_name FROM row_stats WHERE dataset_id = $1 AND row_count > 0 ORDER BY 1`, datasetID)
+	if err != nil {
+		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
+	}
+	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
+	}
 	var total int64
-	for _, store := range catalog.Stores {
-		removed := removedRows{}
-		rows, err := tx.Query(ctx, `DELETE FROM `+storeTable(store)+` WHERE dataset_id = $1 AND row_id = ANY($2)
-			RETURNING tableoid::regclass::text, setting_id`, datasetID, ids)
+	for _, part := range parts {
+		var n int64
+		err := tx.QueryRow(ctx, `WITH gone AS (
+    DELETE FROM `+pgx.Identifier{part}.Sanitize()+` WHERE dataset_id = $1 AND row_id = ANY($2) RETURNING setting_id),
+counted AS (SELECT setting_id, count(*) AS n FROM gone GROUP BY setting_id),
+stats AS (
+    UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
+    WHERE st.partition_name = $3 AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
+SELECT coalesce(sum(n), 0)::bigint FROM counted`, datasetID, ids, part).Scan(&n)
 		if err != nil {
-			return 0, fmt.Errorf("replace rows of %s: %w", datasetID, err)
+			return 0, fmt.Errorf("replace rows of %s in %s: %w", datasetID, part, err)
 		}
-		for rows.Next() {
-			var part string
-			var setting int64
-			if err := rows.Scan(&part, &setting); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			removed.add(part, setting)
-			total++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-		if err := removed.apply(ctx, tx, datasetID); err != nil {
-			return 0, err
-		}
+		total += n
 	}
 	return total, nil
 }
 
-// expiredPredicate is the SQL form of retention.Expired for a row r of a store's table, with $now the evaluation
+// expiredPredicate is the SQL form of retention.Expired for a row r of a store's table, with now the evaluation
 // time: reads, previews and runs all use it, so they never disagree about which rows have expired.
-func expiredPredicate(store catalog.Store, now string) string {
-	return `(NOT r.never_expires AND EXISTS (
+//
+// soleSetting is SQL that is true when the row is stored under the setting still in force and no earlier setting
+// can have expired it (see soleSettingSQL). Then the rule reduces to the row's placed expiry (its own, or timestamp
+// + TTL, or 'infinity'), a column of the row: no lookup, and the partition key. Only rows that an earlier setting
+// may have expired pay for the walk through the history.
+func expiredPredicate(store catalog.Store, now, soleSetting string) string {
+	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= ` + now + ` ELSE (NOT r.never_expires AND EXISTS (
     SELECT 1 FROM ttl_settings h
     WHERE h.dataset_id = r.dataset_id AND h.store = '` + string(store) + `' AND h.ttl IS NOT NULL
       AND (h.effective_until IS NULL OR h.effective_until > r.ingested_at)
-      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `)))`
+      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `))) END)`
+}
+
+// soleSettingSQL is true for a row r under the current setting whose columns are given (its TTL, earlier_ttl_until
+// and earlier_expired_through) that no earlier setting can have expired: it never expires; it was ingested after
+// every earlier setting with a TTL had ended; it has no override and an event time later than any an earlier
+// setting could expire; or it has its own expiry and the current setting a TTL (then an earlier setting that
+// expired it means the current one has too).
+func soleSettingSQL(ttl, ttlUntil, expiredThrough string) string {
+	return `(r.never_expires OR r.ingested_at >= coalesce(` + ttlUntil + `, '-infinity')
+        OR (r.own_expiry IS NULL AND r.ts > ` + expiredThrough + `)
+        OR (r.own_expiry IS NOT NULL AND ` + ttl + ` IS NOT NULL))`
+}
+
+// placedUnderCurrent is expiredPredicate's soleSetting for queries about one dataset, $1: the current setting is
+// looked up once per statement, not per row.
+func placedUnderCurrent(store catalog.Store) string {
+	cur := func(col string) string {
+		return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = $1 AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
+	}
+	return `r.setting_id = ` + cur("id") + ` AND ` + soleSettingSQL(cur("ttl"), cur("earlier_ttl_until"), cur("earlier_expired_through"))
 }
 
 // FindRows implements catalog.RowService.
 func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) ([]catalog.Row, error) {
 	var out []catalog.Row
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := findDataset(ctx, tx, c, datasetID, false); err != nil {
+		ds, err := findDataset(ctx, tx, c, datasetID, false)
+		if err != nil {
 			return err
 		}
-		query, args := rowQuery(datasetID, f, s.db.now())
+		now := s.db.now()
+		hiddenThrough, err := readBound(ctx, tx, ds, f.Store, now)
+		if err != nil {
+			return err
+		}
+		query, args := rowQuery(datasetID, f, now, hiddenThrough)
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("read rows of %s: %w", datasetID, err)
@@ -412,13 +435,37 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 	return out, err
 }
 
-func rowQuery(datasetID string, f catalog.RowFilter, now time.Time) (string, []any) {
+// readBound returns an event time at or before which every row of the store is hidden at now, or nil when there is
+// none to give: under the current TTL every row without an override whose event time is that old has expired, so a
+// page starts its index scan after it instead of stepping over the hidden rows one by one (after a TTL is
+// shortened, they can be most of the dataset). Stores with override rows get no bound.
+func readBound(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset, store catalog.Store, now time.Time) (*time.Time, error) {
+	ttl := ds.RowExpiration[store].TTL
+	if ttl == nil || !ds.IsTimeSeries() {
+		return nil, nil
+	}
+	var overrides bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`,
+		ds.ID, string(store)).Scan(&overrides); err != nil {
+		return nil, fmt.Errorf("read overrides of %s: %w", ds.ID, err)
+	}
+	if overrides {
+		return nil, nil
+	}
+	b := retention.ExpiredThrough(*ttl, now)
+	return &b, nil
+}
+
+func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time) (string, []any) {
 	args := []any{datasetID, now}
 	arg := func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", "NOT " + expiredPredicate(f.Store, "$2::timestamptz")}
+	where := []string{"r.dataset_id = $1", "NOT " + expiredPredicate(f.Store, "$2::timestamptz", placedUnderCurrent(f.Store))}
+	if hiddenThrough != nil {
+		where = append(where, "r.ts > "+arg(*hiddenThrough))
+	}
 	if f.Start != nil {
 		where = append(where, "r.ts >= "+arg(*f.Start))
 	}

@@ -63,3 +63,56 @@ func Expired(r Row, history []Setting, now time.Time) bool {
 func Deletable(r Row, history []Setting, now time.Time, grace Period) bool {
 	return Expired(r, history, now) && !grace.AddTo(r.IngestedAt).After(now)
 }
+
+// ExpiredThrough returns an event time at or before which every row placed by the TTL alone (no override) has
+// expired by at: ttl.AddTo(ts) <= at for every ts <= the result. It lies within a few days of the latest such time.
+//
+// It narrows an index range and nothing more: a caller that keeps or deletes rows still evaluates the forward rule
+// (Expired) on each row it reads, so a bound that is a day too cautious costs a few rows of reading, never a wrong
+// answer. Adding months clamps to month ends, which can put a later event time's expiry up to a day before an
+// earlier one's (2024-01-30T23:00 + P1M > 2024-01-31T10:00 + P1M), hence the day of slack.
+func ExpiredThrough(ttl Period, at time.Time) time.Time {
+	b := ttl.SubtractFrom(at)
+	for ttl.AddTo(b).Add(24 * time.Hour).After(at) {
+		b = b.AddDate(0, 0, -1)
+	}
+	return b
+}
+
+// LiveAfter returns an event time after which no row placed by the TTL alone has expired by at: ttl.AddTo(ts) > at
+// for every ts after the result. Like ExpiredThrough, it only narrows what a caller reads.
+func LiveAfter(ttl Period, at time.Time) time.Time {
+	b := ttl.SubtractFrom(at)
+	for ttl.AddTo(b).Add(-24 * time.Hour).Before(at) {
+		b = b.AddDate(0, 0, 1)
+	}
+	return b
+}
+
+// LastExpiredEvent returns an event time after which no row without an override is expired at `at` under the
+// history, and false when no setting has a TTL, so that no such row is expired at all. Like ExpiredThrough, it only
+// narrows what a caller reads.
+func LastExpiredEvent(history []Setting, at time.Time) (time.Time, bool) {
+	var last time.Time
+	found := false
+	for _, s := range history {
+		if s.TTL == nil {
+			continue
+		}
+		end := at
+		if s.Until != nil && s.Until.Before(at) {
+			end = *s.Until
+		}
+		if b := LiveAfter(*s.TTL, end); !found || b.After(last) {
+			last, found = b, true
+		}
+	}
+	return last, found
+}
+
+// PlacedEvents returns the event times that rows placed by the TTL alone can have when their placed expiry lies in
+// [from, until): every such row has after < timestamp <= through. A caller counting rows from per-placement counters
+// uses it to tell which counters a question about event times answers whole.
+func PlacedEvents(ttl Period, from, until time.Time) (after, through time.Time) {
+	return ExpiredThrough(ttl, from), LiveAfter(ttl, until)
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -175,7 +176,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	}
 	h.scenario([]string{ScenarioRetentionRun, ScenarioMemory}, func() error { return h.retentionRun(ctx) })
 
-	if err := h.useService(ctx, dbLoad, "retentiond-load.log", nil); err != nil {
+	if err := h.useService(ctx, dbLoad, "retentiond-load.log"); err != nil {
 		return err
 	}
 	h.scenario([]string{ScenarioRunUnderLoad}, func() error { return h.runUnderLoad(ctx) })
@@ -190,6 +191,12 @@ func (h *harness) run(ctx context.Context) (err error) {
 
 // scenario runs one scenario; a failure is recorded in its rows and the harness goes on with the next one.
 func (h *harness) scenario(names []string, fn func() error) {
+	if len(h.cfg.Only) > 0 && !slices.ContainsFunc(names, func(n string) bool { return slices.Contains(h.cfg.Only, scenarioKey(n)) }) {
+		for _, n := range names {
+			h.report.add(notRun(n, "", "-only", "not measured in this run"))
+		}
+		return
+	}
 	start := time.Now()
 	first := len(h.report.Rows)
 	err := fn()
@@ -222,12 +229,12 @@ func (h *harness) step(format string, args ...any) {
 }
 
 // useService stops the running retentiond, if any, and starts a fresh one on the database.
-func (h *harness) useService(ctx context.Context, db, logName string, extra map[string]string) error {
+func (h *harness) useService(ctx context.Context, db, logName string) error {
 	if err := h.svc.stop(); err != nil {
 		return err
 	}
 	h.svc = nil
-	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), extra)
+	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), nil)
 	if err != nil {
 		return err
 	}

@@ -42,9 +42,6 @@ type Config struct {
 	// log a filtered page of GET /audit/events is read from.
 	PreviewRows int
 	AuditEvents int
-	// AuditChainOff is NAME=VALUE, the environment variable that turns the audit hash chain off in retentiond; empty
-	// means the build has no such toggle, and the audit-chain scenario does not run.
-	AuditChainOff string
 
 	// DatabaseURL names an existing server (a superuser URL) to create the harness's databases on, instead of
 	// starting a private cluster. The harness drops its databases when it ends.
@@ -57,6 +54,11 @@ type Config struct {
 	// removed at the end unless Keep is set.
 	WorkDir string
 	Keep    bool
+
+	// Only, when not empty, names the scenarios to measure (their names in lower case, spaces as dashes, such as
+	// retention-run or ttl-change); the others are reported as not run. For working on one scenario: -write-doc
+	// refuses a partial table.
+	Only []string
 
 	Smoke    bool
 	WriteDoc bool
@@ -130,8 +132,13 @@ func (c *Config) validate() error {
 	if c.LoadDuration <= 0 || c.APIDuration <= 0 {
 		errs = append(errs, errors.New("-load-duration and -api-duration must be positive"))
 	}
-	if c.AuditChainOff != "" && !strings.Contains(c.AuditChainOff, "=") {
-		errs = append(errs, fmt.Errorf("-audit-chain-off must be NAME=VALUE, got %q", c.AuditChainOff))
+	for _, key := range c.Only {
+		if !slices.ContainsFunc(Scenarios, func(s string) bool { return scenarioKey(s) == key }) {
+			errs = append(errs, fmt.Errorf("-only: no scenario %q (the scenarios: %s)", key, strings.Join(scenarioKeys(), ", ")))
+		}
+	}
+	if len(c.Only) > 0 && c.WriteDoc {
+		errs = append(errs, errors.New("-only and -write-doc do not go together: the doc keeps the whole table"))
 	}
 	if !c.From.IsZero() && !c.To.IsZero() && !c.To.After(c.From) {
 		errs = append(errs, errors.New("-to must be after -from"))
@@ -176,8 +183,8 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.IntVar(&c.PgbenchJobs, "pgbench-jobs", c.PgbenchJobs, "pgbench -j")
 	fs.IntVar(&c.PreviewRows, "preview-rows", c.PreviewRows, "rows of the dataset the preview is timed on")
 	fs.IntVar(&c.AuditEvents, "audit-events", c.AuditEvents, "audit events the audit query reads from")
-	fs.StringVar(&c.AuditChainOff, "audit-chain-off", c.AuditChainOff, "NAME=VALUE: the retentiond variable that turns the audit hash chain off (empty: no toggle, scenario not run)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "use this server (superuser URL) instead of a private cluster")
+	only := fs.String("only", "", "measure only these scenarios, comma-separated: "+strings.Join(scenarioKeys(), ", "))
 	settings := fs.String("pg", "", "extra or overriding settings of the private cluster, NAME=VALUE,NAME=VALUE")
 	buildFlags := fs.String("build-flags", "", "flags for go build of the binaries, space-separated (such as -race)")
 	fs.StringVar(&c.WorkDir, "work-dir", c.WorkDir, "folder for binaries, logs, exports and the cluster (default: a new temporary folder)")
@@ -191,6 +198,9 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.TTLs = splitList(*ttls)
+	if *only != "" {
+		c.Only = splitList(*only)
+	}
 	var err error
 	if *from != "" {
 		if c.From, err = time.Parse(time.DateOnly, *from); err != nil {
@@ -222,4 +232,15 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// scenarioKey is a scenario's name as -only takes it.
+func scenarioKey(name string) string { return strings.ReplaceAll(strings.ToLower(name), " ", "-") }
+
+func scenarioKeys() []string {
+	keys := make([]string, 0, len(Scenarios))
+	for _, s := range Scenarios {
+		keys = append(keys, scenarioKey(s))
+	}
+	return keys
 }

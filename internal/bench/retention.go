@@ -55,7 +55,7 @@ func (h *harness) setup(ctx context.Context) error {
 	}
 	svcURL := h.pg.url(dbService)
 	h.step("setup: starting retentiond (migrations) and creating %d datasets", cfg.Datasets)
-	if err := h.useService(ctx, dbService, "retentiond-setup.log", nil); err != nil {
+	if err := h.useService(ctx, dbService, "retentiond-setup.log"); err != nil {
 		return err
 	}
 	if err := h.setLakePolicy(ctx, svcURL, orgMain); err != nil {
@@ -288,7 +288,7 @@ func (h *harness) floor(ctx context.Context) error {
 // USING of the baseline, checks that both leave the same rows, and reads retentiond's peak RSS.
 func (h *harness) retentionRun(ctx context.Context) error {
 	h.step("retention run: fresh retentiond, CHECKPOINT, run (timed)")
-	if err := h.useService(ctx, dbService, "retentiond-run.log", nil); err != nil {
+	if err := h.useService(ctx, dbService, "retentiond-run.log"); err != nil {
 		return err
 	}
 	api, err := h.client(orgMain)

@@ -10,15 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// binaries are the service's programs, built for this run.
+// binaries are the service's programs, built for this run. retentiondNoChain is retentiond built with the
+// audit_nochain tag, which writes audit events without the hash chain: the audit-chain scenario's baseline only.
 type binaries struct {
-	retentiond, retentionctl string
+	retentiond, retentionctl, retentiondNoChain string
 }
 
 // moduleRoot finds the repository's root (the folder of go.mod), so the harness builds the same code wherever it
@@ -42,16 +44,48 @@ func goTool() string {
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
-// build compiles retentiond and retentionctl into dir.
+// build compiles retentiond and retentionctl into dir, and retentiond once more with the audit_nochain tag as
+// retentiond-nochain.
 func build(ctx context.Context, root, dir string, flags []string) (binaries, error) {
-	args := append([]string{"build", "-o", dir + string(filepath.Separator)}, flags...)
-	args = append(args, "./cmd/retentiond", "./cmd/retentionctl")
+	bins := binaries{retentiond: filepath.Join(dir, "retentiond"), retentionctl: filepath.Join(dir, "retentionctl"),
+		retentiondNoChain: filepath.Join(dir, "retentiond-nochain")}
+	if err := goBuild(ctx, root, dir+string(filepath.Separator), flags, "./cmd/retentiond", "./cmd/retentionctl"); err != nil {
+		return binaries{}, err
+	}
+	if err := goBuild(ctx, root, bins.retentiondNoChain, withTag(flags, "audit_nochain"), "./cmd/retentiond"); err != nil {
+		return binaries{}, err
+	}
+	return bins, nil
+}
+
+// goBuild runs go build -o dst with the flags on the packages, in root.
+func goBuild(ctx context.Context, root, dst string, flags []string, pkgs ...string) error {
+	args := append([]string{"build", "-o", dst}, flags...)
+	args = append(args, pkgs...)
 	cmd := exec.CommandContext(ctx, goTool(), args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return binaries{}, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return binaries{retentiond: filepath.Join(dir, "retentiond"), retentionctl: filepath.Join(dir, "retentionctl")}, nil
+	return nil
+}
+
+// withTag returns the go build flags with tag added to their last -tags list (go build keeps only the last one), or
+// with -tags tag appended when they have none.
+func withTag(flags []string, tag string) []string {
+	out := slices.Clone(flags)
+	for i := len(out) - 1; i >= 0; i-- {
+		f := strings.TrimPrefix(out[i], "-")
+		switch {
+		case (f == "-tags" || f == "tags") && i+1 < len(out):
+			out[i+1] += "," + tag
+			return out
+		case strings.HasPrefix(f, "-tags=") || strings.HasPrefix(f, "tags="):
+			out[i] += "," + tag
+			return out
+		}
+	}
+	return append(out, "-tags", tag)
 }
 
 // service is a running retentiond.
