@@ -105,9 +105,8 @@ type previewGroup struct {
 
 // count returns the rows the question counts and the rows stored.
 func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string) (counted, stored int64, err error) {
-	var overrides bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`,
-		datasetID, string(q.store)).Scan(&overrides); err != nil {
+	overrides, err := hasOverrides(ctx, tx, datasetID, q.store)
+	if err != nil {
 		return 0, 0, err
 	}
 	if overrides {
@@ -223,10 +222,7 @@ func settingsByID(ctx context.Context, tx pgx.Tx, datasetID string, store catalo
 	var id int64
 	var ttl pgtype.Interval
 	_, err = pgx.ForEachRow(rows, []any{&id, &ttl}, func() error {
-		out[id] = nil
-		if ttl.Valid {
-			out[id] = &retention.Period{Months: int64(ttl.Months), Days: int64(ttl.Days)}
-		}
+		out[id] = periodOf(ttl)
 		return nil
 	})
 	return out, err

@@ -444,10 +444,9 @@ func readBound(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset, store catalo
 	if ttl == nil || !ds.IsTimeSeries() {
 		return nil, nil
 	}
-	var overrides bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`,
-		ds.ID, string(store)).Scan(&overrides); err != nil {
-		return nil, fmt.Errorf("read overrides of %s: %w", ds.ID, err)
+	overrides, err := hasOverrides(ctx, tx, ds.ID, store)
+	if err != nil {
+		return nil, err
 	}
 	if overrides {
 		return nil, nil

@@ -223,12 +223,30 @@ func settingsHistory(ctx context.Context, q querier, datasetID string, store cat
 		if err := row.Scan(&ttl, &s.From, &s.Until); err != nil {
 			return s, err
 		}
-		if ttl.Valid {
-			// Postgres adds an interval's months, then its days, as AddTo adds these.
-			s.TTL = &retention.Period{Months: int64(ttl.Months), Days: int64(ttl.Days)}
-		}
+		s.TTL = periodOf(ttl)
 		return s, nil
 	})
+}
+
+// periodOf reads a stored TTL back as a period (nil for NULL: expiry disabled). Postgres adds an interval's months,
+// then its days, as Period.AddTo adds these, so the two agree on every expiry.
+func periodOf(ttl pgtype.Interval) *retention.Period {
+	if !ttl.Valid {
+		return nil
+	}
+	return &retention.Period{Months: int64(ttl.Months), Days: int64(ttl.Days)}
+}
+
+// hasOverrides reports whether the store of the dataset has ever held a row with its own expiry (row_overrides),
+// in which case no event-time bound applies to it.
+func hasOverrides(ctx context.Context, q querier, datasetID string, store catalog.Store) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`,
+		datasetID, string(store)).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read overrides of %s: %w", datasetID, err)
+	}
+	return ok, nil
 }
 
 // DeleteBatch implements retention.SweepStore. The batch, the counters and the ledger commit together, in one
