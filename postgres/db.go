@@ -73,7 +73,7 @@ func (db *DB) bytesPerRow(ctx context.Context) (map[string]float64, error) {
 }
 
 // Open connects to the database at url. Sessions run in UTC, because period arithmetic on timestamptz follows the
-// session time zone and the expiry rule is defined in UTC.
+// session time zone and the expiry rule is defined in UTC, and without JIT unless the url asks for it.
 func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -87,6 +87,11 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retentiond"
+	}
+	if cfg.ConnConfig.RuntimeParams["jit"] == "" {
+		// Every statement here is short or works in batches; JIT compiling one whose estimate crossed
+		// jit_above_cost took 34 ms of a 207 ms retention batch (docs/storage.md). DATABASE_URL may turn it on.
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,78 +72,112 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 	return out, nil
 }
 
-// DropPartition implements retention.SweepStore. The partition is locked first and re-checked under the lock,
-// since an ingestion may have added rows since it was listed.
-func (s *SweepStore) DropPartition(ctx context.Context, sw retention.Sweep, p retention.Partition, lockTimeout time.Duration) (map[string]int64, bool, error) {
-	var counts map[string]int64
-	dropped := false
+// DropPartitions implements retention.SweepStore. The partitions are locked first and re-checked under their locks,
+// since an ingestion may have added rows since they were listed; then one DROP TABLE takes all that still qualify,
+// and one statement writes their ledger rows.
+func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, parts []retention.Partition, lockTimeout time.Duration) (map[string]map[string]int64, error) {
+	names := make([]string, 0, len(parts))
+	for _, p := range parts {
+		names = append(names, p.Name)
+	}
+	var counts map[string]map[string]int64
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(lockTimeout.Milliseconds(), 1))); err != nil {
 			return err
 		}
 		if !sw.DryRun {
-			if _, err := tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{p.Name}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+			if err := lockPartitions(ctx, tx, names); err != nil {
 				return err
 			}
 		}
-		var bad bool
-		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = $4 AND (`+badGroupCondition+`))`,
-			sw.At, sw.Grace.Interval(), sweepScope(sw), p.Name).Scan(&bad)
-		if err != nil || bad {
+		var err error
+		if counts, err = droppableCounts(ctx, tx, sw, names); err != nil || sw.DryRun || len(counts) == 0 {
 			return err
 		}
-		if counts, err = partitionCounts(ctx, tx, p.Name); err != nil {
-			return err
-		}
-		dropped = true
-		if sw.DryRun {
-			return nil
-		}
-		return dropAndRecord(ctx, tx, sw, p.Name, counts, s.db.now())
+		return dropAndRecord(ctx, tx, sw, counts, s.db.now())
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("drop partition %s: %w", p.Name, err)
+		return nil, fmt.Errorf("drop partitions from %s: %w", names[0], err)
 	}
-	if dropped && !sw.DryRun {
-		s.db.forgetPartition(p.Name)
+	if !sw.DryRun {
+		for name := range counts {
+			s.db.forgetPartition(name)
+		}
 	}
-	return counts, dropped, nil
+	return counts, nil
 }
 
-func partitionCounts(ctx context.Context, tx pgx.Tx, partition string) (map[string]int64, error) {
-	rows, err := tx.Query(ctx, `SELECT dataset_id, sum(row_count)::bigint FROM row_stats WHERE partition_name = $1 AND row_count > 0 GROUP BY dataset_id`, partition)
+// lockPartitions takes the partitions' locks, skipping those another run has dropped since they were listed. One
+// dropped between the listing here and the lock fails the transaction, and the caller's retry lists again.
+func lockPartitions(ctx context.Context, tx pgx.Tx, names []string) error {
+	rows, err := tx.Query(ctx, `SELECT name FROM row_partitions WHERE name = ANY($1) ORDER BY name`, names)
+	if err != nil {
+		return err
+	}
+	present, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(present) == 0 {
+		return err
+	}
+	tables := make([]string, 0, len(present))
+	for _, name := range present {
+		tables = append(tables, pgx.Identifier{name}.Sanitize())
+	}
+	_, err = tx.Exec(ctx, `LOCK TABLE `+strings.Join(tables, ", ")+` IN ACCESS EXCLUSIVE MODE`)
+	return err
+}
+
+// droppableCounts returns, for each of the partitions that still has every row deletable, the rows of each dataset
+// in it, from the counters. A partition whose rows have all gone already is there with no datasets: it is dropped
+// too.
+func droppableCounts(ctx context.Context, tx pgx.Tx, sw retention.Sweep, names []string) (map[string]map[string]int64, error) {
+	rows, err := tx.Query(ctx, `
+SELECT part.name, st.dataset_id, sum(st.row_count)::bigint
+FROM row_partitions part LEFT JOIN row_stats st ON st.partition_name = part.name AND st.row_count > 0
+WHERE part.name = ANY($4::text[])
+  AND NOT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = part.name AND (`+badGroupCondition+`))
+GROUP BY part.name, st.dataset_id`, sw.At, sw.Grace.Interval(), sweepScope(sw), names)
 	if err != nil {
 		return nil, err
 	}
-	counts := map[string]int64{}
-	var id string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
-		counts[id] = n
+	counts := map[string]map[string]int64{}
+	var part string
+	var ds *string
+	var n *int64
+	_, err = pgx.ForEachRow(rows, []any{&part, &ds, &n}, func() error {
+		if counts[part] == nil {
+			counts[part] = map[string]int64{}
+		}
+		if ds != nil && n != nil {
+			counts[part][*ds] = *n
+		}
 		return nil
 	})
 	return counts, err
 }
 
-// recordDeletions writes the ledger rows of one drop or batch, one per dataset, in one statement.
+// recordDeletions writes the ledger rows of one batch of drops, one per partition and dataset, in one statement.
 const recordDeletions = `
 INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
-SELECT $1, d.dataset_id, $2, d.n, $3, $4 FROM unnest($5::text[], $6::bigint[]) AS d (dataset_id, n)`
+SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $5::text[], $6::bigint[]) AS d (partition_name, dataset_id, n)`
 
-// dropAndRecord drops the partition and records, in the same transaction, the rows each dataset lost with it.
-func dropAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, partition string, counts map[string]int64, now time.Time) error {
-	if _, err := tx.Exec(ctx, `DROP TABLE `+pgx.Identifier{partition}.Sanitize()); err != nil {
+// dropAndRecord drops the partitions and records, in the same transaction, the rows each dataset lost with them.
+func dropAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
+	var names, tables, parts, ids []string
+	var ns []int64
+	for name, byDataset := range counts {
+		names = append(names, name)
+		tables = append(tables, pgx.Identifier{name}.Sanitize())
+		for ds, n := range byDataset {
+			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DROP TABLE `+strings.Join(tables, ", ")); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = $1`, partition); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, names); err != nil {
 		return err
 	}
-	ids := make([]string, 0, len(counts))
-	ns := make([]int64, 0, len(counts))
-	for ds, n := range counts {
-		ids, ns = append(ids, ds), append(ns, n)
-	}
-	_, err := tx.Exec(ctx, recordDeletions, sw.RunID, partition, true, now, ids, ns)
+	_, err := tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
 	return err
 }
 
@@ -162,16 +197,6 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// deletableCondition selects the rows of dataset $1 in a partition r that a sweep at $2 with grace $3 may delete:
-// every row of a deleted dataset, else expired rows ingested at least the grace ago, with an event time at or before
-// $4 when that bound is given (see deletableBound).
-func deletableCondition(store catalog.Store) string {
-	return `r.dataset_id = $1 AND (
-    EXISTS (SELECT 1 FROM datasets d WHERE d.id = $1 AND d.deleted_at IS NOT NULL AND d.deleted_at <= $2)
-    OR ($4::timestamptz IS NULL OR r.ts <= $4) AND r.ingested_at + $3::interval <= $2
-       AND ` + expiredPredicate(store, "$2::timestamptz", placedUnderCurrent(store)) + `)`
-}
-
 // countRemoved turns a CTE "gone" of deleted rows (dataset_id, setting_id) into the counter updates and the ledger
 // rows of partition $P, in the statement that deleted them, and returns the rows each dataset lost.
 func countRemoved(partition, runID, dropped, now string) string {
@@ -186,28 +211,39 @@ ledger AS (
 SELECT dataset_id, sum(n)::bigint FROM counted GROUP BY dataset_id`
 }
 
-// deletableBound returns the latest event time a row of the dataset without an override can have and still be
-// deletable at the sweep's time, as retention.LastExpiredEvent computes it from the store's history, so that a
-// batch reads the dataset's rows in event-time order only as far as that. It returns nil when no bound applies (the
-// dataset was deleted, or has rows with overrides, whose expiry does not follow their event time), and none=true
-// when no row can be deletable at all.
-func deletableBound(ctx context.Context, q querier, sw retention.Sweep, datasetID string) (bound *time.Time, none bool, err error) {
+// deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
+// delete, with its arguments ($1 is the dataset; the caller numbers its own from len(args)+1), and none=true when
+// no row can be deletable. Every row of a dataset deleted by the sweep's time goes; otherwise the expired rows
+// ingested at least the grace ago, and, when the history gives one, only those with an event time at or before the
+// last one any setting can have expired (retention.LastExpiredEvent; no bound where rows have overrides, whose
+// expiry does not follow their event time). The bound is a conjunct of its own so that it narrows the index scan
+// on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for every batch.
+func deletableRows(ctx context.Context, q querier, sw retention.Sweep, datasetID string) (cond string, args []any, none bool, err error) {
+	store := catalog.Store(sw.Store)
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
     EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),
     EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`, datasetID, sw.Store, sw.At).Scan(&deleted, &overrides)
-	if err != nil || deleted || overrides {
-		return nil, false, err
-	}
-	history, err := settingsHistory(ctx, q, datasetID, catalog.Store(sw.Store))
 	if err != nil {
-		return nil, false, err
+		return "", nil, false, err
+	}
+	if deleted {
+		return `r.dataset_id = $1`, []any{datasetID}, false, nil
+	}
+	cond = `r.dataset_id = $1 AND r.ingested_at + $3::interval <= $2 AND ` + expiredPredicate(store, "$2::timestamptz", placedUnderCurrent(store))
+	args = []any{datasetID, sw.At, sw.Grace.Interval()}
+	if overrides {
+		return cond, args, false, nil
+	}
+	history, err := settingsHistory(ctx, q, datasetID, store)
+	if err != nil {
+		return "", nil, false, err
 	}
 	last, ok := retention.LastExpiredEvent(history, sw.At)
 	if !ok {
-		return nil, true, nil
+		return "", nil, true, nil
 	}
-	return &last, false, nil
+	return `r.ts <= $4 AND ` + cond, append(args, last), false, nil
 }
 
 // settingsHistory reads every TTL setting a store of a dataset has had, oldest first.
@@ -253,24 +289,25 @@ func hasOverrides(ctx context.Context, q querier, datasetID string, store catalo
 // statement.
 func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datasetID, partition string, limit int) (int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
-	query := `WITH gone AS (
-    DELETE FROM ` + table + ` WHERE ctid = ANY(ARRAY(
-        SELECT r.ctid FROM ` + table + ` r WHERE ` + deletableCondition(catalog.Store(sw.Store)) + ` LIMIT $5))
-    RETURNING dataset_id, setting_id)` + countRemoved("$6", "$7", "false", "$8")
 	var total int64
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
-		bound, none, err := deletableBound(ctx, tx, sw, datasetID)
+		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
 		if err != nil || none {
 			return err
 		}
-		rows, err := tx.Query(ctx, query, datasetID, sw.At, sw.Grace.Interval(), bound, limit, partition, sw.RunID, s.db.now())
+		n := len(args)
+		query := fmt.Sprintf(`WITH gone AS (
+    DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
+    RETURNING dataset_id, setting_id)`, table, table, cond, n+1) +
+			countRemoved(fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3), "false", fmt.Sprintf("$%d", n+4))
+		rows, err := tx.Query(ctx, query, append(args, limit, partition, sw.RunID, s.db.now())...)
 		if err != nil {
 			return err
 		}
 		var ds string
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&ds, &n}, func() error {
-			total += n
+		var removed int64
+		_, err = pgx.ForEachRow(rows, []any{&ds, &removed}, func() error {
+			total += removed
 			return nil
 		})
 		return err
@@ -288,12 +325,11 @@ func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datase
 func (s *SweepStore) CountDeletable(ctx context.Context, sw retention.Sweep, datasetID, partition string) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		bound, none, err := deletableBound(ctx, tx, sw, datasetID)
+		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
 		if err != nil || none {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{partition}.Sanitize()+` r WHERE `+
-			deletableCondition(catalog.Store(sw.Store)), datasetID, sw.At, sw.Grace.Interval(), bound).Scan(&n)
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{partition}.Sanitize()+` r WHERE `+cond, args...).Scan(&n)
 	})
 	if err != nil && !isUndefinedTable(err) {
 		return 0, fmt.Errorf("count deletable rows of %s in %s: %w", datasetID, partition, err)

@@ -218,6 +218,7 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
+			b.sweeper.Config.DropBatch = 1 + int(seed%3) // drops in batches of 1 to 3 partitions
 			rng := rand.New(rand.NewPCG(seed, 99))
 			ids := b.randomScenario(t, rng)
 			grace := retention.Period{}
@@ -261,6 +262,7 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 			var drops int
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FILTER (WHERE dropped) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&drops))
 			t.Logf("rows %d, kept %d, removed %v, partitions dropped %d", len(before), len(wantKept), wantRemoved, drops)
+			require.Positive(t, drops, "the scenario exercises whole-partition drops")
 			var kept []string
 			for _, r := range b.allRows(t) {
 				kept = append(kept, r.dataset+"/"+r.id)
@@ -323,4 +325,54 @@ func (b *sweepBundle) requirePreviewsExact(t *testing.T, ids []string, rows []st
 			require.Equal(t, stored, got.RowCount, "rows of %s", id)
 		}
 	}
+}
+
+// TestSweepAfterShorteningDeletesExactlyTheExpired covers the per-dataset pass a shortened TTL leaves: rows placed
+// under P2Y in partitions after the sweep's time, every six hours over two years, become expired under P6M. The pass
+// bounds its index scan by the last event time the history can have expired, so a bound off by a day on either
+// side shows here as rows left late or deleted early.
+func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "shortened",
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	b.setTTL(t, ds.ID, "P2Y")
+	events := func(yield func(catalog.RawEvent) bool) {
+		for i := range 4 * 730 {
+			ts := b.now.Add(-time.Duration(i)*6*time.Hour - 17*time.Minute)
+			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d"}`, ts.Format(time.RFC3339), i)}) {
+				return
+			}
+		}
+	}
+	res, err := b.rows.Ingest(ctx, b.caller, ds.ID, events, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Zero(t, res.Rejected, "%v", res.Errors)
+	b.now = b.now.Add(3 * 24 * time.Hour)
+	b.setTTL(t, ds.ID, "P6M")
+	b.now = b.now.Add(5*24*time.Hour + 7*time.Hour)
+
+	before := b.allRows(t)
+	history := b.history(t)[ds.ID]
+	var wantKept []string
+	var wantRemoved int64
+	for _, r := range before {
+		if retention.Deletable(r.row, history, b.now, retention.Period{}) {
+			wantRemoved++
+			continue
+		}
+		wantKept = append(wantKept, r.id)
+	}
+	require.Greater(t, wantRemoved, int64(2000), "most rows expire under the shorter TTL")
+
+	removed := b.sweep(t, "00000000-0000-0000-0000-0000000000a1", retention.Period{}, true)
+	require.Equal(t, wantRemoved, removed[ds.ID])
+	var kept []string
+	for _, r := range b.allRows(t) {
+		kept = append(kept, r.id)
+	}
+	require.ElementsMatch(t, wantKept, kept, "the sweep deletes exactly the expired rows")
+	b.requireCountersExact(t)
 }

@@ -21,6 +21,10 @@ type SweepConfig struct {
 	LockTimeout time.Duration
 	// DropAttempts is how many times a drop is tried before its rows are left to the next run. Default 20.
 	DropAttempts int
+	// DropBatch is how many partitions one transaction drops. A batch pays one lock round and one commit for all
+	// of them, where most of a lone drop's time went, but holds the parent's lock (which reads and ingestion of the
+	// store wait for) until the last file is released: about 30 ms a partition of 150,000 rows. Default 32.
+	DropBatch int
 }
 
 func (c SweepConfig) withDefaults() SweepConfig {
@@ -28,6 +32,7 @@ func (c SweepConfig) withDefaults() SweepConfig {
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
 	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
+	c.DropBatch = cmp.Or(c.DropBatch, 32)
 	return c
 }
 
@@ -59,10 +64,11 @@ type SweepStore interface {
 	// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep, with the rows of
 	// each dataset in them.
 	DroppablePartitions(ctx context.Context, s Sweep) ([]Partition, error)
-	// DropPartition drops the partition if, re-checked under its lock, all its rows are still deletable, recording
-	// the rows of each dataset. It waits at most lockTimeout for the lock and returns dropped=false when the
-	// partition no longer qualifies; a lock timeout is an error the caller retries.
-	DropPartition(ctx context.Context, s Sweep, p Partition, lockTimeout time.Duration) (rows map[string]int64, dropped bool, err error)
+	// DropPartitions drops, in one transaction, those of the partitions all of whose rows are still deletable when
+	// re-checked under their locks, recording the rows of each dataset in each. It returns those rows by partition
+	// name; a partition that no longer qualifies is absent. It waits at most lockTimeout for the locks; a lock
+	// timeout is an error the caller retries. In a dry run it drops nothing and returns what it would have.
+	DropPartitions(ctx context.Context, s Sweep, parts []Partition, lockTimeout time.Duration) (rows map[string]map[string]int64, err error)
 	// DatasetPartitions lists the partitions that may hold deletable rows of the dataset.
 	DatasetPartitions(ctx context.Context, s Sweep, datasetID string) ([]string, error)
 	// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many.
@@ -97,8 +103,8 @@ type SweepResult struct {
 	Partitions int
 }
 
-// DropPartitions drops every partition whose rows are all deletable, and returns what each dataset lost. In a dry
-// run nothing is dropped; the partitions that would be are added to s.Accounted.
+// DropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
+// what each dataset lost. In a dry run nothing is dropped; the partitions that would be are added to s.Accounted.
 func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
 	cfg := w.Config.withDefaults()
 	parts, err := w.Store.DroppablePartitions(ctx, s)
@@ -106,27 +112,25 @@ func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, erro
 		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
 	res := DropResult{Datasets: map[string]SweepResult{}}
-	out := res.Datasets
-	for _, p := range parts {
-		rows, dropped, err := w.dropWithRetry(ctx, s, p, cfg)
+	for len(parts) > 0 {
+		batch := parts[:min(cfg.DropBatch, len(parts))]
+		parts = parts[len(batch):]
+		dropped, err := w.dropWithRetry(ctx, s, batch, cfg)
 		if err != nil {
 			return res, err
 		}
-		if !dropped {
-			continue
+		for _, p := range batch {
+			rows, ok := dropped[p.Name]
+			if !ok {
+				continue
+			}
+			res.add(rows)
+			if s.DryRun && s.Accounted != nil {
+				s.Accounted[p.Name] = true
+			}
+			w.logger().InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
+				slog.String("partition", p.Name), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
 		}
-		res.Partitions++
-		if s.DryRun && s.Accounted != nil {
-			s.Accounted[p.Name] = true
-		}
-		for ds, n := range rows {
-			r := out[ds]
-			r.Rows += n
-			r.Partitions++
-			out[ds] = r
-		}
-		w.logger().InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
-			slog.String("partition", p.Name), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
 	}
 	return res, nil
 }
@@ -137,30 +141,41 @@ type DropResult struct {
 	Partitions int
 }
 
-func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, p Partition, cfg SweepConfig) (map[string]int64, bool, error) {
+func (r *DropResult) add(rows map[string]int64) {
+	r.Partitions++
+	for ds, n := range rows {
+		d := r.Datasets[ds]
+		d.Rows += n
+		d.Partitions++
+		r.Datasets[ds] = d
+	}
+}
+
+func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition, cfg SweepConfig) (map[string]map[string]int64, error) {
 	var lastErr error
 	for attempt := range cfg.DropAttempts {
 		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
-		rows, dropped, err := w.Store.DropPartition(bctx, s, p, cfg.LockTimeout)
+		dropped, err := w.Store.DropPartitions(bctx, s, batch, cfg.LockTimeout)
 		cancel()
 		if err == nil {
-			return rows, dropped, nil
+			return dropped, nil
 		}
 		if ctx.Err() != nil {
-			return nil, false, ctx.Err()
+			return nil, ctx.Err()
 		}
 		lastErr = err
-		w.logger().DebugContext(ctx, "retention: partition drop waits for its lock", slog.String("partition", p.Name),
-			slog.Int("attempt", attempt+1), slog.Any("error", err))
+		w.logger().DebugContext(ctx, "retention: partition drop waits for its locks", slog.String("first", batch[0].Name),
+			slog.Int("partitions", len(batch)), slog.Int("attempt", attempt+1), slog.Any("error", err))
 		select {
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}
 	}
 	// Left for the next run, or for the row-level pass of this one; never an early delete.
-	w.logger().WarnContext(ctx, "retention: partition not dropped", slog.String("partition", p.Name), slog.Any("error", lastErr))
-	return nil, false, nil
+	w.logger().WarnContext(ctx, "retention: partitions not dropped", slog.String("first", batch[0].Name),
+		slog.Int("partitions", len(batch)), slog.Any("error", lastErr))
+	return nil, nil
 }
 
 // SweepBoundary deletes the deletable rows of every dataset in scope from the partitions placed at or before the
