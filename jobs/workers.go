@@ -53,15 +53,15 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		s.metrics.runEnded(plan.Sweep.Store, &RunEnd{Status: StatusSucceeded})
 		return nil
 	}
-	dropped, err := s.sweeper.DropPartitions(ctx, plan.Sweep)
-	if err != nil {
-		return w.failOnLastAttempt(ctx, job, err)
-	}
 	if plan.DryRun {
+		dropped, err := s.sweeper.DropPartitions(ctx, plan.Sweep)
+		if err != nil {
+			return w.failOnLastAttempt(ctx, job, err)
+		}
 		return s.countDryRun(ctx, plan, dropped.Datasets)
 	}
+	dropped, boundary, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
 	s.metrics.removed(plan.Sweep.Store, totalRows(dropped.Datasets), dropped.Partitions)
-	boundary, err := s.sweeper.SweepBoundary(ctx, plan.Sweep)
 	s.metrics.removed(plan.Sweep.Store, totalRows(boundary), 0)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -176,8 +176,8 @@ func (b *sweepBundle) ingest(t *testing.T, id string, rng *rand.Rand, epoch int,
 	require.Zero(t, res.Rejected, "%v", res.Errors)
 }
 
-// sweep runs a whole sweep at b.now: the drops, then either the boundary pass across datasets followed by the
-// per-dataset pass over later partitions (as the run job does), or the per-dataset pass alone.
+// sweep runs a whole sweep at b.now: either the drops beside the boundary pass across datasets, followed by the
+// per-dataset pass over later partitions (as the run job does), or the drops and then the per-dataset pass alone.
 func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, boundary bool) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -186,18 +186,22 @@ func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, 
 	require.NoError(t, err)
 	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: grace}
 	removed := map[string]int64{}
-	dropped, err := b.sweeper.DropPartitions(ctx, sw)
-	require.NoError(t, err)
-	for ds, r := range dropped.Datasets {
-		removed[ds] += r.Rows
-	}
 	if boundary {
-		swept, err := b.sweeper.SweepBoundary(ctx, sw)
+		dropped, swept, err := b.sweeper.SweepPlaced(ctx, sw)
 		require.NoError(t, err)
+		for ds, r := range dropped.Datasets {
+			removed[ds] += r.Rows
+		}
 		for ds, r := range swept {
 			removed[ds] += r.Rows
 		}
 		sw.BoundaryDone = true
+	} else {
+		dropped, err := b.sweeper.DropPartitions(ctx, sw)
+		require.NoError(t, err)
+		for ds, r := range dropped.Datasets {
+			removed[ds] += r.Rows
+		}
 	}
 	var all []string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(id) FROM datasets`).Scan(&all))

@@ -5,7 +5,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // SweepConfig tunes the removal of expired rows. Zero fields get the defaults.
@@ -25,6 +30,10 @@ type SweepConfig struct {
 	// of them, where most of a lone drop's time went, but holds the parent's lock (which reads and ingestion of the
 	// store wait for) until the last file is released: about 30 ms a partition of 150,000 rows. Default 32.
 	DropBatch int
+	// Workers is how many partitions a sweep works on at once: the drops beside the boundary walk, and the
+	// partitions of one dataset's pass. Each worker holds a connection. Two workers never touch one partition, so
+	// their counter updates never wait for each other. Default 2.
+	Workers int
 }
 
 func (c SweepConfig) withDefaults() SweepConfig {
@@ -33,6 +42,7 @@ func (c SweepConfig) withDefaults() SweepConfig {
 	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
 	c.DropBatch = cmp.Or(c.DropBatch, 32)
+	c.Workers = cmp.Or(c.Workers, 2)
 	return c
 }
 
@@ -106,12 +116,16 @@ type SweepResult struct {
 // DropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
 // what each dataset lost. In a dry run nothing is dropped; the partitions that would be are added to s.Accounted.
 func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
-	cfg := w.Config.withDefaults()
 	parts, err := w.Store.DroppablePartitions(ctx, s)
 	if err != nil {
 		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	res := DropResult{Datasets: map[string]SweepResult{}}
+	return w.drop(ctx, s, parts)
+}
+
+func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []Partition) (DropResult, error) {
+	cfg := w.Config.withDefaults()
+	res := DropResult{Datasets: map[string]SweepResult{}, Dropped: map[string]bool{}}
 	for len(parts) > 0 {
 		batch := parts[:min(cfg.DropBatch, len(parts))]
 		parts = parts[len(batch):]
@@ -124,7 +138,7 @@ func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, erro
 			if !ok {
 				continue
 			}
-			res.add(rows)
+			res.add(p.Name, rows)
 			if s.DryRun && s.Accounted != nil {
 				s.Accounted[p.Name] = true
 			}
@@ -135,14 +149,16 @@ func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, erro
 	return res, nil
 }
 
-// DropResult is what a drop phase removed: per dataset, and how many partitions in all.
+// DropResult is what a drop phase removed: per dataset, and which partitions.
 type DropResult struct {
 	Datasets   map[string]SweepResult
 	Partitions int
+	Dropped    map[string]bool
 }
 
-func (r *DropResult) add(rows map[string]int64) {
+func (r *DropResult) add(partition string, rows map[string]int64) {
 	r.Partitions++
+	r.Dropped[partition] = true
 	for ds, n := range rows {
 		d := r.Datasets[ds]
 		d.Rows += n
@@ -178,28 +194,97 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 	return nil, nil
 }
 
-// SweepBoundary deletes the deletable rows of every dataset in scope from the partitions placed at or before the
-// sweep's time: one pass over the current month instead of one per dataset, as the expiry layout intends. It walks
-// each partition in block ranges of about four BatchSize rows rather than in LIMIT batches, because a LIMIT batch scans
-// again, from the partition's start, everything the batches before it left; a range is read once. Rows stored
-// after the walk began lie beyond its last range and wait for the next run. It returns what each dataset lost.
-// Not for dry runs.
-func (w *Sweeper) SweepBoundary(ctx context.Context, s Sweep) (map[string]SweepResult, error) {
-	cfg := w.Config.withDefaults()
-	parts, err := w.Store.BoundaryPartitions(ctx, s)
+// SweepPlaced removes the deletable rows of every partition placed at or before the sweep's time, as the expiry
+// layout intends: it drops the partitions whose rows are all deletable and, at the same time, walks the others (the
+// current month, and groups a drop has to leave) deleting across datasets. The two never touch one partition, and a
+// drop's time is mostly the file system releasing files, so the walk uses the CPU the drops leave idle. A partition
+// listed for a drop that did not happen is walked afterwards. It returns what the drops and the walk removed. Not
+// for dry runs.
+func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (DropResult, map[string]SweepResult, error) {
+	droppable, err := w.Store.DroppablePartitions(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
+		return DropResult{}, nil, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	out := map[string]SweepResult{}
-	for _, part := range parts {
-		if err := w.sweepBlocks(ctx, s, part, cfg, out); err != nil {
-			return out, err
+	placed, err := w.Store.BoundaryPartitions(ctx, s)
+	if err != nil {
+		return DropResult{}, nil, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
+	}
+	toDrop := map[string]bool{}
+	for _, p := range droppable {
+		toDrop[p.Name] = true
+	}
+	var walk []string
+	for _, name := range placed {
+		if !toDrop[name] {
+			walk = append(walk, name)
 		}
 	}
-	return out, nil
+	swept := &sweptRows{out: map[string]SweepResult{}}
+	var dropped DropResult
+	g, gctx := errgroup.WithContext(ctx)
+	goRecover(g, func() (err error) {
+		dropped, err = w.drop(gctx, s, droppable)
+		return err
+	})
+	goRecover(g, func() error { return w.walk(gctx, s, walk, swept) })
+	if err := g.Wait(); err != nil {
+		return dropped, swept.out, err
+	}
+	var left []string
+	for _, p := range droppable {
+		if !dropped.Dropped[p.Name] {
+			left = append(left, p.Name)
+		}
+	}
+	err = w.walk(ctx, s, left, swept)
+	return dropped, swept.out, err
 }
 
-func (w *Sweeper) sweepBlocks(ctx context.Context, s Sweep, part string, cfg SweepConfig, out map[string]SweepResult) error {
+// goRecover runs fn in the group and turns a panic into the group's error, so that a bug in one worker fails the
+// job that started it, which River records and retries, instead of ending the process as a panic in a goroutine
+// of its own would.
+func goRecover(g *errgroup.Group, fn func() error) {
+	g.Go(func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic in a sweep worker: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return fn()
+	})
+}
+
+// sweptRows collects what concurrent walks removed, per dataset.
+type sweptRows struct {
+	mu  sync.Mutex
+	out map[string]SweepResult
+}
+
+func (r *sweptRows) add(rows map[string]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ds, n := range rows {
+		d := r.out[ds]
+		d.Rows += n
+		r.out[ds] = d
+	}
+}
+
+// walk sweeps the partitions one after another, in block ranges.
+func (w *Sweeper) walk(ctx context.Context, s Sweep, parts []string, out *sweptRows) error {
+	cfg := w.Config.withDefaults()
+	for _, part := range parts {
+		if err := w.sweepBlocks(ctx, s, part, cfg, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepBlocks walks one partition in block ranges of about four BatchSize rows rather than in LIMIT batches,
+// because a LIMIT batch scans again, from the partition's start, everything the batches before it left; a range is
+// read once. Rows stored after the walk began lie beyond its last range and wait for the next run.
+func (w *Sweeper) sweepBlocks(ctx context.Context, s Sweep, part string, cfg SweepConfig, out *sweptRows) error {
 	blocks, perBlock, err := w.Store.PartitionSize(ctx, part)
 	if err != nil {
 		return fmt.Errorf("size of %s: %w", part, err)
@@ -215,10 +300,8 @@ func (w *Sweeper) sweepBlocks(ctx context.Context, s Sweep, part string, cfg Swe
 		if err != nil {
 			return fmt.Errorf("delete expired rows in %s: %w", part, err)
 		}
-		for ds, rows := range n {
-			r := out[ds]
-			r.Rows += rows
-			out[ds] = r
+		out.add(n)
+		for _, rows := range n {
 			total += rows
 		}
 	}
@@ -227,26 +310,29 @@ func (w *Sweeper) sweepBlocks(ctx context.Context, s Sweep, part string, cfg Swe
 	return nil
 }
 
-// SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, batch by batch
-// until a batch comes back short.
+// SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
+// partitions at once, each batch by batch until a batch comes back short.
 func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
 	cfg := w.Config.withDefaults()
 	parts, err := w.Store.DatasetPartitions(ctx, s, datasetID)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
 	}
-	var res SweepResult
+	var rows atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
 	for _, part := range parts {
 		if s.Accounted[part] {
 			continue
 		}
-		n, err := w.sweepPartition(ctx, s, datasetID, part, cfg)
-		res.Rows += n
-		if err != nil {
-			return res, err
-		}
+		goRecover(g, func() error {
+			n, err := w.sweepPartition(gctx, s, datasetID, part, cfg)
+			rows.Add(n)
+			return err
+		})
 	}
-	return res, nil
+	err = g.Wait()
+	return SweepResult{Rows: rows.Load()}, err
 }
 
 func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string, cfg SweepConfig) (int64, error) {
