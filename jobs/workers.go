@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -60,21 +62,22 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		}
 		return s.countDryRun(ctx, plan, dropped.Datasets)
 	}
-	dropped, boundary, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
-	s.metrics.removed(plan.Sweep.Store, totalRows(dropped.Datasets), dropped.Partitions)
-	s.metrics.removed(plan.Sweep.Store, totalRows(boundary), 0)
+	placed, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
+	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Dropped.Datasets), placed.Dropped.Partitions)
+	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Swept), 0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return river.JobSnooze(0) // out of time: every batch so far is committed; carry on at once
 		}
 		return w.failOnLastAttempt(ctx, job, err)
 	}
+	plan.Sweep.Walked = placed.Walked
 	return s.fanOut(ctx, plan)
 }
 
-// fanOut finishes at once the datasets that have nothing left after the drops and the boundary pass, and queues one
-// job for each of the others (rows whose TTL was shortened after they were placed), which River spreads over the
-// replicas.
+// fanOut finishes at once the datasets that have nothing left after the drops and the boundary walk, and queues one
+// job for each of the others (rows in partitions the walk left, or whose TTL was shortened after they were placed),
+// which River spreads over the replicas.
 func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
 	later, err := s.sweeper.Store.DatasetsWithLaterWork(ctx, plan.Sweep, plan.Pending)
 	if err != nil {
@@ -84,7 +87,8 @@ func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
 	params := make([]river.InsertManyParams, 0, len(later))
 	for _, ds := range later {
 		hasWork[ds] = true
-		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: plan.Sweep.RunID, DatasetID: ds}, InsertOpts: uniqueByArgs})
+		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: plan.Sweep.RunID, DatasetID: ds,
+			Walked: slices.Sorted(maps.Keys(plan.Sweep.Walked))}, InsertOpts: uniqueByArgs})
 	}
 	var done []string
 	for _, ds := range plan.Pending {
@@ -145,8 +149,12 @@ func (s *Service) countDryRun(ctx context.Context, plan *Plan, dropped map[strin
 
 // datasetArgs is the job that deletes one dataset's remaining expired rows of a run.
 type datasetArgs struct {
-	RunID     string `json:"run_id"`
-	DatasetID string `json:"dataset_id"`
+	RunID     string `json:"run_id" river:"unique"`
+	DatasetID string `json:"dataset_id" river:"unique"`
+	// Walked names the partitions the run job's boundary walk swept; the dataset's pass skips them. A job queued
+	// without it (by an older version) passes over them again, which deletes nothing twice. Not part of the job's
+	// identity: a retried run job that walked differently still queues one job per dataset.
+	Walked []string `json:"walked,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -168,7 +176,10 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 	}
 	start := time.Now()
 	sw := plan.Sweep
-	sw.BoundaryDone = true // dataset jobs are queued only once the run job's boundary pass is done
+	sw.Walked = map[string]bool{} // dataset jobs are queued only once the run job's walk is done
+	for _, name := range a.Walked {
+		sw.Walked[name] = true
+	}
 	res, err := s.sweeper.SweepDataset(ctx, sw, a.DatasetID)
 	s.metrics.removed(plan.Sweep.Store, res.Rows, 0)
 	if err != nil {

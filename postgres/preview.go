@@ -81,7 +81,7 @@ type previewQuestion struct {
 // countedSQL is the preview's rule for one row, the run's rule plus the hypothetical TTL: $2 the evaluation time,
 // $3 the grace, $4 the hypothetical TTL (NULL: none).
 func (q previewQuestion) countedSQL() string {
-	return `r.ingested_at + $3::interval <= $2 AND (` + expiredPredicate(q.store, "$2::timestamptz", placedUnderCurrent(q.store)) + `
+	return `r.ingested_at + $3::interval <= $2 AND (` + expiredInDataset(q.store, "$2::timestamptz") + `
         OR ($4::interval IS NOT NULL AND NOT r.never_expires AND COALESCE(r.own_expiry, r.ts + $4::interval) <= $2))`
 }
 

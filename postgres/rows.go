@@ -378,13 +378,18 @@ SELECT coalesce(sum(n), 0)::bigint FROM counted`, datasetID, ids, part).Scan(&n)
 // soleSetting is SQL that is true when the row is stored under the setting still in force and no earlier setting
 // can have expired it (see soleSettingSQL). Then the rule reduces to the row's placed expiry (its own, or timestamp
 // + TTL, or 'infinity'), a column of the row: no lookup, and the partition key. Only rows that an earlier setting
-// may have expired pay for the walk through the history.
-func expiredPredicate(store catalog.Store, now, soleSetting string) string {
-	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= ` + now + ` ELSE (NOT r.never_expires AND EXISTS (
+// may have expired pay for the walk through the history, and not even those when currentTTL, SQL for the store's
+// TTL in force (where a statement knows it once for all its rows; NULL::interval where it does not), has expired
+// them: that is the walk's own test for the setting in force, tried first because after a TTL is shortened it
+// settles most rows.
+func expiredPredicate(store catalog.Store, now, soleSetting, currentTTL string) string {
+	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= ` + now + ` ELSE (NOT r.never_expires AND (
+    (` + currentTTL + ` IS NOT NULL AND COALESCE(r.own_expiry, r.ts + ` + currentTTL + `) <= ` + now + `)
+    OR EXISTS (
     SELECT 1 FROM ttl_settings h
     WHERE h.dataset_id = r.dataset_id AND h.store = '` + string(store) + `' AND h.ttl IS NOT NULL
       AND (h.effective_until IS NULL OR h.effective_until > r.ingested_at)
-      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `))) END)`
+      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `)))) END)`
 }
 
 // soleSettingSQL is true for a row r under the current setting whose columns are given (its TTL, earlier_ttl_until
@@ -398,13 +403,17 @@ func soleSettingSQL(ttl, ttlUntil, expiredThrough string) string {
         OR (r.own_expiry IS NOT NULL AND ` + ttl + ` IS NOT NULL))`
 }
 
-// placedUnderCurrent is expiredPredicate's soleSetting for queries about one dataset, $1: the current setting is
-// looked up once per statement, not per row.
-func placedUnderCurrent(store catalog.Store) string {
-	cur := func(col string) string {
-		return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = $1 AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
-	}
-	return `r.setting_id = ` + cur("id") + ` AND ` + soleSettingSQL(cur("ttl"), cur("earlier_ttl_until"), cur("earlier_expired_through"))
+// currentOf is SQL for a column of the setting in force of dataset $1's store, looked up once per statement (an
+// InitPlan), not per row.
+func currentOf(store catalog.Store, col string) string {
+	return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = $1 AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
+}
+
+// expiredInDataset is expiredPredicate for queries about one dataset, $1.
+func expiredInDataset(store catalog.Store, now string) string {
+	sole := `r.setting_id = ` + currentOf(store, "id") + ` AND ` +
+		soleSettingSQL(currentOf(store, "ttl"), currentOf(store, "earlier_ttl_until"), currentOf(store, "earlier_expired_through"))
+	return expiredPredicate(store, now, sole, currentOf(store, "ttl"))
 }
 
 // FindRows implements catalog.RowService.
@@ -461,7 +470,7 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", "NOT " + expiredPredicate(f.Store, "$2::timestamptz", placedUnderCurrent(f.Store))}
+	where := []string{"r.dataset_id = $1", "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
 	if hiddenThrough != nil {
 		where = append(where, "r.ts > "+arg(*hiddenThrough))
 	}

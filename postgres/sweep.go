@@ -189,8 +189,8 @@ func (s *SweepStore) DatasetPartitions(ctx context.Context, sw retention.Sweep, 
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
   AND (d.deleted_at IS NOT NULL OR p.lower_bound <= $3 OR h.effective_until IS NOT NULL)
-  AND NOT ($4 AND p.lower_bound <= $3)
-GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At, sw.BoundaryDone)
+  AND NOT st.partition_name = ANY($4::text[])
+GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At, walked(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
@@ -230,7 +230,7 @@ func deletableRows(ctx context.Context, q querier, sw retention.Sweep, datasetID
 	if deleted {
 		return `r.dataset_id = $1`, []any{datasetID}, false, nil
 	}
-	cond = `r.dataset_id = $1 AND r.ingested_at + $3::interval <= $2 AND ` + expiredPredicate(store, "$2::timestamptz", placedUnderCurrent(store))
+	cond = `r.dataset_id = $1 AND r.ingested_at + $3::interval <= $2 AND ` + expiredInDataset(store, "$2::timestamptz")
 	args = []any{datasetID, sw.At, sw.Grace.Interval()}
 	if overrides {
 		return cond, args, false, nil
@@ -338,17 +338,19 @@ func (s *SweepStore) CountDeletable(ctx context.Context, sw retention.Sweep, dat
 }
 
 // BoundaryPartitions implements retention.SweepStore.
-func (s *SweepStore) BoundaryPartitions(ctx context.Context, sw retention.Sweep) ([]string, error) {
+func (s *SweepStore) BoundaryPartitions(ctx context.Context, sw retention.Sweep) ([]retention.PlacedPartition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
-SELECT p.name FROM row_partitions p
+SELECT p.name, sum(st.row_count)::bigint AS rows,
+       coalesce(sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])), 0)::bigint AS scope_rows
+FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name AND st.row_count > 0
 WHERE p.store = $1 AND p.lower_bound <= $2
-  AND EXISTS (SELECT 1 FROM row_stats st WHERE st.partition_name = p.name AND st.row_count > 0
-              AND ($3::text[] IS NULL OR st.dataset_id = ANY($3::text[])))
+GROUP BY p.name, p.lower_bound
+HAVING sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])) > 0
 ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find boundary partitions: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[retention.PlacedPartition])
 }
 
 // PartitionSize implements retention.SweepStore.
@@ -379,7 +381,8 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
       AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[]))
       AND (r.dataset_id = ANY($6::text[])
            OR (r.ingested_at + $4::interval <= $3
-               AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through")) + `))
+               AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
+		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)") + `))
     RETURNING r.dataset_id, r.setting_id)` + countRemoved("$7", "$8", "false", "$9")
 	out := map[string]int64{}
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
@@ -424,15 +427,26 @@ func deletedDatasets(ctx context.Context, q querier, sw retention.Sweep) ([]stri
 	return ids, err
 }
 
-// DatasetsWithLaterWork implements retention.SweepStore: of the datasets, those with rows in partitions placed after
-// the sweep's time that may still be deletable (their TTL changed since placement, or their dataset was deleted).
+// DatasetsWithLaterWork implements retention.SweepStore: of the datasets, those with rows in partitions placed at or
+// before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
+// since placement, or their dataset was deleted).
 func (s *SweepStore) DatasetsWithLaterWork(ctx context.Context, sw retention.Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
-WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0 AND p.lower_bound > $3
-  AND (d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL)`, datasetIDs, sw.Store, sw.At)
+WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
+  AND (p.lower_bound > $3 AND (d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL)
+       OR p.lower_bound <= $3 AND NOT st.partition_name = ANY($4::text[]))`, datasetIDs, sw.Store, sw.At, walked(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find datasets with work left: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// walked is the sweep's walked partitions as a query parameter (an empty array when none).
+func walked(sw retention.Sweep) []string {
+	names := make([]string, 0, len(sw.Walked))
+	for name := range sw.Walked {
+		names = append(names, name)
+	}
+	return names
 }

@@ -187,15 +187,15 @@ func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, 
 	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: grace}
 	removed := map[string]int64{}
 	if boundary {
-		dropped, swept, err := b.sweeper.SweepPlaced(ctx, sw)
+		placed, err := b.sweeper.SweepPlaced(ctx, sw)
 		require.NoError(t, err)
-		for ds, r := range dropped.Datasets {
+		for ds, r := range placed.Dropped.Datasets {
 			removed[ds] += r.Rows
 		}
-		for ds, r := range swept {
+		for ds, r := range placed.Swept {
 			removed[ds] += r.Rows
 		}
-		sw.BoundaryDone = true
+		sw.Walked = placed.Walked
 	} else {
 		dropped, err := b.sweeper.DropPartitions(ctx, sw)
 		require.NoError(t, err)
@@ -343,17 +343,7 @@ func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
 		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
 	require.NoError(t, err)
 	b.setTTL(t, ds.ID, "P2Y")
-	events := func(yield func(catalog.RawEvent) bool) {
-		for i := range 4 * 730 {
-			ts := b.now.Add(-time.Duration(i)*6*time.Hour - 17*time.Minute)
-			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d"}`, ts.Format(time.RFC3339), i)}) {
-				return
-			}
-		}
-	}
-	res, err := b.rows.Ingest(ctx, b.caller, ds.ID, events, catalog.IngestOptions{})
-	require.NoError(t, err)
-	require.Zero(t, res.Rejected, "%v", res.Errors)
+	b.ingestSeries(t, ds.ID, 4*730, 6*time.Hour)
 	b.now = b.now.Add(3 * 24 * time.Hour)
 	b.setTTL(t, ds.ID, "P6M")
 	b.now = b.now.Add(5*24*time.Hour + 7*time.Hour)
@@ -379,4 +369,94 @@ func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
 	}
 	require.ElementsMatch(t, wantKept, kept, "the sweep deletes exactly the expired rows")
 	b.requireCountersExact(t)
+}
+
+// ingestSeries stores n rows without overrides, one every step back from b.now.
+func (b *sweepBundle) ingestSeries(t *testing.T, id string, n int, step time.Duration) {
+	t.Helper()
+	events := func(yield func(catalog.RawEvent) bool) {
+		for i := range n {
+			ts := b.now.Add(-time.Duration(i)*step - 17*time.Minute)
+			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d"}`, ts.Format(time.RFC3339), i)}) {
+				return
+			}
+		}
+	}
+	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Zero(t, res.Rejected, "%v", res.Errors)
+}
+
+// TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows checks SweepPlaced's choice between walking a partition and
+// leaving it to the per-dataset pass: a sweep scoped to a dataset with a tenth of the current partition's rows
+// leaves the partition to that pass, which deletes exactly its expired rows and none of the other dataset's; a sweep
+// scoped to the big dataset walks it.
+func TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	b.now = time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC)
+	var small, big string
+	for _, name := range []string{"small", "big"} {
+		ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: name,
+			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
+		b.setTTL(t, ds.ID, "P1M")
+		if name == "small" {
+			small = ds.ID
+			b.ingestSeries(t, ds.ID, 60, 12*time.Hour)
+		} else {
+			big = ds.ID
+			b.ingestSeries(t, ds.ID, 600, 72*time.Minute)
+		}
+	}
+	b.now = b.now.Add(15 * 24 * time.Hour) // 2025-04-04: the April partition holds expired and live rows of both
+	current := "lake_rows_p202504"
+
+	for _, tc := range []struct {
+		name       string
+		scope      string
+		wantWalked bool
+	}{{"SmallScopeByIndex", small, false}, {"BigScopeWalks", big, true}} {
+		before := b.allRows(t)
+		history := b.history(t)
+		want := map[string]int{}
+		for _, r := range before {
+			if r.dataset != tc.scope || !retention.Deletable(r.row, history[r.dataset], b.now, retention.Period{}) {
+				want[r.dataset]++
+			}
+		}
+		runID := fmt.Sprintf("00000000-0000-0000-0000-0000000000b%d", len(tc.name)%10)
+		_, err := b.db.Pool.Exec(ctx, `INSERT INTO retention_runs (id, store, trigger, status, evaluated_at, grace, created_at)
+			VALUES ($1, 'adobe_lakeHouse', 'manual', 'running', $2, '0', $2)`, runID, b.now)
+		require.NoError(t, err)
+		sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Datasets: map[string]bool{tc.scope: true}}
+		placed, err := b.sweeper.SweepPlaced(ctx, sw)
+		require.NoError(t, err)
+		require.Equal(t, tc.wantWalked, placed.Walked[current], "%s: walked %v", tc.name, placed.Walked)
+		sw.Walked = placed.Walked
+		later, err := b.sweeper.Store.DatasetsWithLaterWork(ctx, sw, []string{tc.scope})
+		require.NoError(t, err)
+		for _, ds := range later {
+			_, err := b.sweeper.SweepDataset(ctx, sw, ds)
+			require.NoError(t, err)
+		}
+		got := map[string]int{}
+		for _, r := range b.allRows(t) {
+			got[r.dataset]++
+		}
+		require.Equal(t, want, got, "%s: rows left per dataset", tc.name)
+		require.Less(t, got[tc.scope], len(filterDataset(before, tc.scope)), "%s: the scope lost rows", tc.name)
+		b.requireCountersExact(t)
+	}
+}
+
+func filterDataset(rows []storedRow, id string) []storedRow {
+	var out []storedRow
+	for _, r := range rows {
+		if r.dataset == id {
+			out = append(out, r)
+		}
+	}
+	return out
 }

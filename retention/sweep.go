@@ -58,9 +58,17 @@ type Sweep struct {
 	Datasets map[string]bool
 	// Accounted names partitions whose rows a dry run already counted as dropped, so the row-level pass skips them.
 	Accounted map[string]bool
-	// BoundaryDone says SweepBoundary has already swept every partition placed at or before At, so the per-dataset
-	// pass only looks at later partitions (rows whose TTL was shortened since they were placed).
-	BoundaryDone bool
+	// Walked names the partitions the run's boundary walk has swept (SweepPlaced), which the per-dataset pass
+	// skips: their deletable rows of every dataset in scope are gone.
+	Walked map[string]bool
+}
+
+// PlacedPartition is a partition placed at or before a sweep's time that still holds rows, with how many, in all
+// and of the datasets in the sweep's scope, from the counters.
+type PlacedPartition struct {
+	Name      string
+	Rows      int64
+	ScopeRows int64
 }
 
 // Partition is a candidate for a whole drop: every row in it was placed with an expiry before its upper bound.
@@ -85,17 +93,18 @@ type SweepStore interface {
 	DeleteBatch(ctx context.Context, s Sweep, datasetID, partition string, limit int) (int64, error)
 	// CountDeletable counts the dataset's deletable rows in the partition, for dry runs and previews.
 	CountDeletable(ctx context.Context, s Sweep, datasetID, partition string) (int64, error)
-	// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows: where the
-	// rows no drop took (the current month, and groups a drop had to leave) are.
-	BoundaryPartitions(ctx context.Context, s Sweep) ([]string, error)
+	// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
+	// datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are.
+	BoundaryPartitions(ctx context.Context, s Sweep) ([]PlacedPartition, error)
 	// PartitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
 	// boundary sweep can cut it into block ranges of about BatchSize rows.
 	PartitionSize(ctx context.Context, partition string) (blocks int64, rowsPerBlock float64, err error)
 	// DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition,
 	// and returns how many of each dataset.
 	DeleteBlocks(ctx context.Context, s Sweep, partition string, from, to int64) (map[string]int64, error)
-	// DatasetsWithLaterWork returns those of the datasets that may still have deletable rows after the boundary pass:
-	// rows in partitions placed after the sweep's time whose TTL was shortened since, or of a deleted dataset.
+	// DatasetsWithLaterWork returns those of the datasets that may still have deletable rows after SweepPlaced:
+	// rows in partitions placed at or before the sweep's time that the walk left (s.Walked), or in partitions
+	// placed after it whose TTL was shortened since, or of a deleted dataset.
 	DatasetsWithLaterWork(ctx context.Context, s Sweep, datasetIDs []string) ([]string, error)
 }
 
@@ -198,46 +207,64 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 // layout intends: it drops the partitions whose rows are all deletable and, at the same time, walks the others (the
 // current month, and groups a drop has to leave) deleting across datasets. The two never touch one partition, and a
 // drop's time is mostly the file system releasing files, so the walk uses the CPU the drops leave idle. A partition
-// listed for a drop that did not happen is walked afterwards. It returns what the drops and the walk removed. Not
-// for dry runs.
-func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (DropResult, map[string]SweepResult, error) {
+// listed for a drop that did not happen is walked afterwards.
+//
+// A partition is walked only where the datasets in scope hold at least a quarter of its rows: a walk reads the
+// whole partition, and a run scoped to a few datasets (a manual run, or one org's) deletes their rows faster by
+// index in the per-dataset pass. Not for dry runs.
+func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
+	res := PlacedResult{Swept: map[string]SweepResult{}, Walked: map[string]bool{}}
 	droppable, err := w.Store.DroppablePartitions(ctx, s)
 	if err != nil {
-		return DropResult{}, nil, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
+		return res, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
 	placed, err := w.Store.BoundaryPartitions(ctx, s)
 	if err != nil {
-		return DropResult{}, nil, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
+		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
 	toDrop := map[string]bool{}
 	for _, p := range droppable {
 		toDrop[p.Name] = true
 	}
-	var walk []string
-	for _, name := range placed {
-		if !toDrop[name] {
-			walk = append(walk, name)
+	var walk, maybe []string
+	for _, p := range placed {
+		switch {
+		case 4*p.ScopeRows < p.Rows:
+		case toDrop[p.Name]:
+			maybe = append(maybe, p.Name)
+		default:
+			walk = append(walk, p.Name)
 		}
 	}
-	swept := &sweptRows{out: map[string]SweepResult{}}
-	var dropped DropResult
+	swept := &sweptRows{out: res.Swept}
 	g, gctx := errgroup.WithContext(ctx)
 	goRecover(g, func() (err error) {
-		dropped, err = w.drop(gctx, s, droppable)
+		res.Dropped, err = w.drop(gctx, s, droppable)
 		return err
 	})
 	goRecover(g, func() error { return w.walk(gctx, s, walk, swept) })
 	if err := g.Wait(); err != nil {
-		return dropped, swept.out, err
+		return res, err
 	}
-	var left []string
-	for _, p := range droppable {
-		if !dropped.Dropped[p.Name] {
-			left = append(left, p.Name)
+	for _, name := range maybe {
+		if !res.Dropped.Dropped[name] {
+			walk = append(walk, name)
+			if err := w.walk(ctx, s, []string{name}, swept); err != nil {
+				return res, err
+			}
 		}
 	}
-	err = w.walk(ctx, s, left, swept)
-	return dropped, swept.out, err
+	for _, name := range walk {
+		res.Walked[name] = true
+	}
+	return res, nil
+}
+
+// PlacedResult is what SweepPlaced removed: by the drops, by the walk, and which partitions the walk swept.
+type PlacedResult struct {
+	Dropped DropResult
+	Swept   map[string]SweepResult
+	Walked  map[string]bool
 }
 
 // goRecover runs fn in the group and turns a panic into the group's error, so that a bug in one worker fails the
