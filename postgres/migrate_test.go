@@ -65,9 +65,11 @@ func (b *migrateBundle) tableExists(t *testing.T, name string) bool {
 	return exists
 }
 
+// The tables a migration file creates or drops by name; a dropped name ends its statement, so that dynamic SQL
+// such as format('DROP TABLE IF EXISTS %I', t) names none.
 var (
 	createdTable = regexp.MustCompile(`(?i)\bCREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)`)
-	droppedTable = regexp.MustCompile(`(?i)\bDROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)`)
+	droppedTable = regexp.MustCompile(`(?i)\bDROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)\s*;`)
 )
 
 // tablesIn lists the tables an SQL file creates or drops, so the test follows the migrations as they grow.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -73,8 +74,10 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 }
 
 // DropPartitions implements retention.SweepStore. The partitions are locked first and re-checked under their locks,
-// since an ingestion may have added rows since they were listed; then one DROP TABLE takes all that still qualify,
-// and one statement writes their ledger rows.
+// since an ingestion may have added rows since they were listed; those that still qualify are detached from the
+// store and their rows written to the ledger in the same transaction, which is when their rows leave the store.
+// The detached tables are then dropped in a transaction of their own (dropDetached), so that the store's parent
+// table is locked only for the catalog change, not while the file system releases the files.
 func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, parts []retention.Partition, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	names := make([]string, 0, len(parts))
 	for _, p := range parts {
@@ -94,17 +97,49 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 		if counts, err = droppableCounts(ctx, tx, sw, names); err != nil || sw.DryRun || len(counts) == 0 {
 			return err
 		}
-		return dropAndRecord(ctx, tx, sw, counts, s.db.now())
+		return detachAndRecord(ctx, tx, sw, counts, s.db.now())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop partitions from %s: %w", names[0], err)
 	}
-	if !sw.DryRun {
-		for name := range counts {
-			s.db.forgetPartition(name)
-		}
+	if sw.DryRun {
+		return counts, nil
+	}
+	for name := range counts {
+		s.db.forgetPartition(name)
+	}
+	if err := s.dropDetached(ctx, lockTimeout); err != nil {
+		// The rows are gone from the store and counted; only the files wait, for the next batch of drops.
+		s.db.Logger.WarnContext(ctx, "retention: detached partitions not dropped yet", slog.Any("error", err))
 	}
 	return counts, nil
+}
+
+// dropDetached drops every table detached_partitions lists: those this sweep has just detached, and any a crash or
+// a lock timeout left behind.
+func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration) error {
+	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(lockTimeout.Milliseconds(), 1))); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT name FROM detached_partitions ORDER BY name FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(names) == 0 {
+			return err
+		}
+		tables := make([]string, 0, len(names))
+		for _, name := range names {
+			tables = append(tables, pgx.Identifier{name}.Sanitize())
+		}
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+strings.Join(tables, ", ")); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM detached_partitions WHERE name = ANY($1)`, names)
+		return err
+	})
 }
 
 // lockPartitions takes the partitions' locks, skipping those another run has dropped since they were listed. One
@@ -160,19 +195,29 @@ const recordDeletions = `
 INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
 SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $5::text[], $6::bigint[]) AS d (partition_name, dataset_id, n)`
 
-// dropAndRecord drops the partitions and records, in the same transaction, the rows each dataset lost with them.
-func dropAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
-	var names, tables, parts, ids []string
+// detachAndRecord detaches the partitions from their store, renames them out of the way of a partition that a late
+// event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
+func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
+	parent := pgx.Identifier{storeTable(catalog.Store(sw.Store))}.Sanitize()
+	var names, parts, ids []string
 	var ns []int64
 	for name, byDataset := range counts {
 		names = append(names, name)
-		tables = append(tables, pgx.Identifier{name}.Sanitize())
 		for ds, n := range byDataset {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-	}
-	if _, err := tx.Exec(ctx, `DROP TABLE `+strings.Join(tables, ", ")); err != nil {
-		return err
+		gone := fmt.Sprintf("%s_gone%d", name, now.UnixMicro())
+		for _, stmt := range []string{
+			`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
+			`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{gone}.Sanitize(),
+		} {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO detached_partitions (name, detached_at) VALUES ($1, $2)`, gone, now); err != nil {
+			return err
+		}
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, names); err != nil {
 		return err

@@ -261,12 +261,20 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 
 			b.requirePreviewsExact(t, ids[:3], before, history, grace)
 
+			// A partition detached by a run that stopped before dropping it goes with this sweep's drops.
+			_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE lake_rows_p200001_gone1 (LIKE lake_rows);
+				INSERT INTO detached_partitions VALUES ('lake_rows_p200001_gone1', now())`)
+			require.NoError(t, err)
 			runID := "00000000-0000-0000-0000-00000000000" + fmt.Sprint(seed)
 			removed := b.sweep(t, runID, grace, seed%3 != 0)
 			var drops int
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FILTER (WHERE dropped) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&drops))
 			t.Logf("rows %d, kept %d, removed %v, partitions dropped %d", len(before), len(wantKept), wantRemoved, drops)
 			require.Positive(t, drops, "the scenario exercises whole-partition drops")
+			var leftover int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM detached_partitions)
+				+ (SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'lake\_rows\_p%\_gone%')`).Scan(&leftover))
+			require.Zero(t, leftover, "every detached partition is dropped")
 			var kept []string
 			for _, r := range b.allRows(t) {
 				kept = append(kept, r.dataset+"/"+r.id)
