@@ -223,6 +223,7 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
 			b.sweeper.Config.DropBatch = 1 + int(seed%3) // drops in batches of 1 to 3 partitions
+			b.sweeper.Config.Workers = 1 + int(seed%2)   // the walk after the drops, or beside them
 			rng := rand.New(rand.NewPCG(seed, 99))
 			ids := b.randomScenario(t, rng)
 			grace := retention.Period{}

@@ -193,7 +193,7 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 		}
 		return float64(n)
 	})
-	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize}}
+	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}}
 	svc, err := jobs.New(db.Pool, store, sweeper, metrics, jobs.Config{
 		Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Work: cfg.Scheduler, Logger: logger,
 		JobTimeout: cfg.JobTimeout, RescueAfter: cfg.RescueAfter,

@@ -40,9 +40,10 @@ type Config struct {
 	IngestionGrace  retention.Period `json:"retention_ingestion_grace"`
 	HistoryKeep     retention.Period `json:"retention_history_keep"`
 	// Tuning of the runs; the defaults suit production (jobs.Config and retention.SweepConfig document them).
-	BatchSize   int           `json:"retention_batch_size"`
-	JobTimeout  time.Duration `json:"retention_job_timeout"`
-	RescueAfter time.Duration `json:"retention_rescue_after"`
+	BatchSize    int           `json:"retention_batch_size"`
+	SweepWorkers int           `json:"retention_sweep_workers"`
+	JobTimeout   time.Duration `json:"retention_job_timeout"`
+	RescueAfter  time.Duration `json:"retention_rescue_after"`
 	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
 	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
 	AuditKeep retention.Period `json:"audit_keep"`
@@ -90,6 +91,8 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 		add(fmt.Errorf("AUDIT_KEEP must be at least P30D (audit events are kept at least 30 days); got %s", cfg.AuditKeep))
 	}
 	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
+	add(err)
+	cfg.SweepWorkers, err = parseInt("RETENTION_SWEEP_WORKERS", getenv("RETENTION_SWEEP_WORKERS"), 2, 1, 16)
 	add(err)
 	cfg.JobTimeout, err = parseDuration("RETENTION_JOB_TIMEOUT", getenv("RETENTION_JOB_TIMEOUT"), 20*time.Second)
 	add(err)
