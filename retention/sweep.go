@@ -26,9 +26,10 @@ type SweepConfig struct {
 	LockTimeout time.Duration
 	// DropAttempts is how many times a drop is tried before its rows are left to the next run. Default 20.
 	DropAttempts int
-	// DropBatch is how many partitions one transaction drops. A batch pays one lock round and one commit for all
-	// of them, where most of a lone drop's time went, but holds the parent's lock (which reads and ingestion of the
-	// store wait for) until the last file is released: about 30 ms a partition of 150,000 rows. Default 32.
+	// DropBatch is how many partitions are dropped together. A batch pays one lock round and one commit for all of
+	// them, where most of a lone drop's time went; it holds the store's parent table, which reads and ingestion
+	// wait for, only while it detaches them, not while their files are released (about 30 ms a partition of
+	// 150,000 rows). Default 32.
 	DropBatch int
 	// Workers is how many partitions a sweep works on at once: the drops beside the boundary walk, and the
 	// partitions of one dataset's pass. Each worker holds a connection. Two workers never touch one partition, so
@@ -84,10 +85,11 @@ type SweepStore interface {
 	// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep, with the rows of
 	// each dataset in them.
 	DroppablePartitions(ctx context.Context, s Sweep) ([]Partition, error)
-	// DropPartitions drops, in one transaction, those of the partitions all of whose rows are still deletable when
-	// re-checked under their locks, recording the rows of each dataset in each. It returns those rows by partition
-	// name; a partition that no longer qualifies is absent. It waits at most lockTimeout for the locks; a lock
-	// timeout is an error the caller retries. In a dry run it drops nothing and returns what it would have.
+	// DropPartitions removes, in one transaction, those of the partitions all of whose rows are still deletable
+	// when re-checked under their locks, recording the rows of each dataset in each, and then drops their tables.
+	// It returns those rows by partition name; a partition that no longer qualifies is absent. It waits at most
+	// lockTimeout for the locks; a lock timeout is an error the caller retries. In a dry run it removes nothing and
+	// returns what it would have.
 	DropPartitions(ctx context.Context, s Sweep, parts []Partition, lockTimeout time.Duration) (rows map[string]map[string]int64, err error)
 	// DatasetPartitions lists the partitions that may hold deletable rows of the dataset.
 	DatasetPartitions(ctx context.Context, s Sweep, datasetID string) ([]string, error)
