@@ -469,3 +469,47 @@ func filterDataset(rows []storedRow, id string) []storedRow {
 	}
 	return out
 }
+
+// TestResentIDsReplaceRows checks both ways a chunk finds the stored rows of the _ids it sends again: by one index
+// probe per _id where the dataset holds many rows in a partition compared with the chunk's _ids, and by reading the
+// dataset's rows there once where it holds few. Either way each _id is stored once, with the later content, even
+// when its new timestamp places it in another partition, and the counters stay exact.
+func TestResentIDsReplaceRows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		resent int // of 1,000 stored rows; probes while 4 × resent <= 1,000
+	}{{"FewIDsByIndexProbes", 3}, {"ManyIDsByOneRead", 400}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupSweep(t)
+			ctx := context.Background()
+			ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "resent",
+				Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+			require.NoError(t, err)
+			b.setTTL(t, ds.ID, "P1Y")
+			b.ingestSeries(t, ds.ID, 1000, time.Hour) // about six weeks: two or three partitions
+			events := func(yield func(catalog.RawEvent) bool) {
+				for i := range tc.resent {
+					ts := b.now.Add(-time.Duration(i*7) * 24 * time.Hour) // moves most rows to another partition
+					line := fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d","v":"second"}`, ts.Format(time.RFC3339), i*2)
+					if !yield(catalog.RawEvent{Line: i + 1, Data: line}) {
+						return
+					}
+				}
+			}
+			res, err := b.rows.Ingest(ctx, b.caller, ds.ID, events, catalog.IngestOptions{})
+			require.NoError(t, err)
+			require.Equal(t, tc.resent, res.Accepted)
+
+			var rows, distinct, second int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT row_id),
+				count(*) FILTER (WHERE payload->>'v' = 'second') FROM lake_rows WHERE dataset_id = $1`, ds.ID).
+				Scan(&rows, &distinct, &second))
+			require.Equal(t, 1000, rows, "a re-sent _id replaces its row")
+			require.Equal(t, 1000, distinct)
+			require.Equal(t, tc.resent, second, "with the later content")
+			b.requireCountersExact(t)
+		})
+	}
+}
