@@ -346,57 +346,30 @@ func replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []c
 // partition of both stores for each _id made ingestion with client _ids several times slower. The counters are
 // exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
 func deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
-	rows, err := tx.Query(ctx, `SELECT partition_name, sum(row_count)::bigint FROM row_stats
-		WHERE dataset_id = $1 AND row_count > 0 GROUP BY partition_name ORDER BY 1`, datasetID)
+	rows, err := tx.Query(ctx, `SELECT DISTINCT partition_name FROM row_stats WHERE dataset_id = $1 AND row_count > 0 ORDER BY 1`, datasetID)
 	if err != nil {
 		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
-	type held struct {
-		Partition string
-		Rows      int64
-	}
-	parts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[held])
+	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
 	var total int64
-	for _, p := range parts {
-		n, err := deleteIDsIn(ctx, tx, datasetID, p.Partition, ids, p.Rows)
-		if err != nil {
-			return 0, fmt.Errorf("replace rows of %s in %s: %w", datasetID, p.Partition, err)
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// deleteIDsIn deletes the dataset's rows with these _ids from one partition that holds held of its rows. Where the
-// dataset has fewer rows there than four times the ids, it reads those rows once and matches them in a hash, rather
-// than probing the index once per id: a chunk's 5,000 ids cost 5,000 index descents in every partition holding
-// the dataset, about 15 ms each time, almost all misses for an event stream. The planner is told to hash (no
-// nested loop, for this statement only), because a partition still filling has no statistics to choose by.
-func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID, partition string, ids []string, held int64) (int64, error) {
-	table := pgx.Identifier{partition}.Sanitize()
-	gone := `DELETE FROM ` + table + ` t WHERE t.dataset_id = $1 AND t.row_id = ANY($2) RETURNING t.setting_id`
-	scan := held < 4*int64(len(ids))
-	if scan {
-		gone = `DELETE FROM ` + table + ` t USING unnest($2::text[]) AS n (id)
-    WHERE t.dataset_id = $1 AND t.row_id = n.id RETURNING t.setting_id`
-		if _, err := tx.Exec(ctx, `SET LOCAL enable_nestloop = off`); err != nil {
-			return 0, err
-		}
-	}
-	var n int64
-	err := tx.QueryRow(ctx, `WITH gone AS (`+gone+`),
+	for _, part := range parts {
+		var n int64
+		err := tx.QueryRow(ctx, `WITH gone AS (
+    DELETE FROM `+pgx.Identifier{part}.Sanitize()+` WHERE dataset_id = $1 AND row_id = ANY($2) RETURNING setting_id),
 counted AS (SELECT setting_id, count(*) AS n FROM gone GROUP BY setting_id),
 stats AS (
     UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
     WHERE st.partition_name = $3 AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
-SELECT coalesce(sum(n), 0)::bigint FROM counted`, datasetID, ids, partition).Scan(&n)
-	if err == nil && scan {
-		_, err = tx.Exec(ctx, `SET LOCAL enable_nestloop = on`)
+SELECT coalesce(sum(n), 0)::bigint FROM counted`, datasetID, ids, part).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("replace rows of %s in %s: %w", datasetID, part, err)
+		}
+		total += n
 	}
-	return n, err
+	return total, nil
 }
 
 // expiredPredicate is the SQL form of retention.Expired for a row r of a store's table, with now the evaluation
