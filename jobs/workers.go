@@ -63,7 +63,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		return s.countDryRun(ctx, plan, dropped.Datasets)
 	}
 	placed, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
-	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Dropped.Datasets), placed.Dropped.Partitions)
+	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Dropped.Datasets), len(placed.Dropped.Dropped))
 	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Swept), 0)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -92,7 +93,7 @@ func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
 	}
 	return db.withLockRetry(ctx, func(ctx context.Context) error {
 		return db.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
+			if err := setLockTimeout(ctx, tx, 100*time.Millisecond); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, create); err != nil {
@@ -103,6 +104,22 @@ func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
 			return err
 		})
 	})
+}
+
+// setLockTimeout bounds, for the rest of the transaction, how long a statement waits for a lock: DDL on a partition
+// waits behind every open statement on it, and every later statement would queue behind the waiting DDL.
+func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(d.Milliseconds(), 1)))
+	return err
+}
+
+// tableList is the partitions' names as a comma-separated list of quoted identifiers, for LOCK and DROP.
+func tableList(names []string) string {
+	tables := make([]string, 0, len(names))
+	for _, name := range names {
+		tables = append(tables, pgx.Identifier{name}.Sanitize())
+	}
+	return strings.Join(tables, ", ")
 }
 
 // Lock and race SQLSTATEs a short-locking DDL statement retries on.

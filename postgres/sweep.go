@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +84,7 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 	}
 	var counts map[string]map[string]int64
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(lockTimeout.Milliseconds(), 1))); err != nil {
+		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
 		if !sw.DryRun {
@@ -119,7 +118,7 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 // a lock timeout left behind.
 func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration) error {
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(lockTimeout.Milliseconds(), 1))); err != nil {
+		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT name FROM detached_partitions ORDER BY name FOR UPDATE SKIP LOCKED`)
@@ -130,11 +129,7 @@ func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration
 		if err != nil || len(names) == 0 {
 			return err
 		}
-		tables := make([]string, 0, len(names))
-		for _, name := range names {
-			tables = append(tables, pgx.Identifier{name}.Sanitize())
-		}
-		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+strings.Join(tables, ", ")); err != nil {
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+tableList(names)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM detached_partitions WHERE name = ANY($1)`, names)
@@ -153,11 +148,7 @@ func lockPartitions(ctx context.Context, tx pgx.Tx, names []string) error {
 	if err != nil || len(present) == 0 {
 		return err
 	}
-	tables := make([]string, 0, len(present))
-	for _, name := range present {
-		tables = append(tables, pgx.Identifier{name}.Sanitize())
-	}
-	_, err = tx.Exec(ctx, `LOCK TABLE `+strings.Join(tables, ", ")+` IN ACCESS EXCLUSIVE MODE`)
+	_, err = tx.Exec(ctx, `LOCK TABLE `+tableList(present)+` IN ACCESS EXCLUSIVE MODE`)
 	return err
 }
 

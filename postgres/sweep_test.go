@@ -104,10 +104,7 @@ func (b *sweepBundle) randomScenario(t *testing.T, rng *rand.Rand) []string {
 	ctx := context.Background()
 	var ids []string
 	for i := range 4 {
-		ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: fmt.Sprintf("ds%d", i),
-			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
-		require.NoError(t, err)
-		ids = append(ids, ds.ID)
+		ids = append(ids, b.newDataset(t, fmt.Sprintf("ds%d", i)))
 	}
 	for epoch := range 4 {
 		for _, id := range ids {
@@ -181,9 +178,7 @@ func (b *sweepBundle) ingest(t *testing.T, id string, rng *rand.Rand, epoch int,
 func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, boundary bool) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	_, err := b.db.Pool.Exec(ctx, `INSERT INTO retention_runs (id, store, trigger, status, evaluated_at, grace, created_at)
-		VALUES ($1, 'adobe_lakeHouse', 'manual', 'running', $2, $3::interval, $2)`, runID, b.now, grace.Interval())
-	require.NoError(t, err)
+	b.startRun(t, runID, grace)
 	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: grace}
 	removed := map[string]int64{}
 	if boundary {
@@ -342,23 +337,20 @@ func (b *sweepBundle) requirePreviewsExact(t *testing.T, ids []string, rows []st
 
 // TestSweepAfterShorteningDeletesExactlyTheExpired covers the per-dataset pass a shortened TTL leaves: rows placed
 // under P2Y in partitions after the sweep's time, every six hours over two years, become expired under P6M. The pass
-// bounds its index scan by the last event time the history can have expired, so a bound off by a day on either
-// side shows here as rows left late or deleted early.
+// bounds its index scan by the last event time the history can have expired, so a bound two days too tight shows
+// here as rows left late (the rule itself, evaluated on every row read, keeps a loose bound from deleting early).
 func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
-	ctx := context.Background()
-	ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "shortened",
-		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
-	require.NoError(t, err)
-	b.setTTL(t, ds.ID, "P2Y")
-	b.ingestSeries(t, ds.ID, 4*730, 6*time.Hour)
+	ds := b.newDataset(t, "shortened")
+	b.setTTL(t, ds, "P2Y")
+	b.ingestSeries(t, ds, 4*730, 6*time.Hour)
 	b.now = b.now.Add(3 * 24 * time.Hour)
-	b.setTTL(t, ds.ID, "P6M")
+	b.setTTL(t, ds, "P6M")
 	b.now = b.now.Add(5*24*time.Hour + 7*time.Hour)
 
 	before := b.allRows(t)
-	history := b.history(t)[ds.ID]
+	history := b.history(t)[ds]
 	var wantKept []string
 	var wantRemoved int64
 	for _, r := range before {
@@ -371,7 +363,7 @@ func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
 	require.Greater(t, wantRemoved, int64(2000), "most rows expire under the shorter TTL")
 
 	removed := b.sweep(t, "00000000-0000-0000-0000-0000000000a1", retention.Period{}, true)
-	require.Equal(t, wantRemoved, removed[ds.ID])
+	require.Equal(t, wantRemoved, removed[ds])
 	var kept []string
 	for _, r := range b.allRows(t) {
 		kept = append(kept, r.id)
@@ -405,24 +397,15 @@ func TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows(t *testing.T) {
 	b := setupSweep(t)
 	ctx := context.Background()
 	b.now = time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC)
-	var small, big string
-	for _, name := range []string{"small", "big"} {
-		ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: name,
-			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
-		require.NoError(t, err)
-		b.setTTL(t, ds.ID, "P1M")
-		if name == "small" {
-			small = ds.ID
-			b.ingestSeries(t, ds.ID, 60, 12*time.Hour)
-		} else {
-			big = ds.ID
-			b.ingestSeries(t, ds.ID, 600, 72*time.Minute)
-		}
-	}
+	small, big := b.newDataset(t, "small"), b.newDataset(t, "big")
+	b.setTTL(t, small, "P1M")
+	b.setTTL(t, big, "P1M")
+	b.ingestSeries(t, small, 60, 12*time.Hour)
+	b.ingestSeries(t, big, 600, 72*time.Minute)
 	b.now = b.now.Add(15 * 24 * time.Hour) // 2025-04-04: the April partition holds expired and live rows of both
 	current := "lake_rows_p202504"
 
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name       string
 		scope      string
 		wantWalked bool
@@ -435,10 +418,8 @@ func TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows(t *testing.T) {
 				want[r.dataset]++
 			}
 		}
-		runID := fmt.Sprintf("00000000-0000-0000-0000-0000000000b%d", len(tc.name)%10)
-		_, err := b.db.Pool.Exec(ctx, `INSERT INTO retention_runs (id, store, trigger, status, evaluated_at, grace, created_at)
-			VALUES ($1, 'adobe_lakeHouse', 'manual', 'running', $2, '0', $2)`, runID, b.now)
-		require.NoError(t, err)
+		runID := fmt.Sprintf("00000000-0000-0000-0000-0000000000b%d", i)
+		b.startRun(t, runID, retention.Period{})
 		sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Datasets: map[string]bool{tc.scope: true}}
 		placed, err := b.sweeper.SweepPlaced(ctx, sw)
 		require.NoError(t, err)
@@ -482,11 +463,9 @@ func TestResentIDsReplaceRows(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
 			ctx := context.Background()
-			ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "resent",
-				Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
-			require.NoError(t, err)
-			b.setTTL(t, ds.ID, "P1Y")
-			b.ingestSeries(t, ds.ID, 1000, time.Hour) // about six weeks: two or three partitions
+			ds := b.newDataset(t, "resent")
+			b.setTTL(t, ds, "P1Y")
+			b.ingestSeries(t, ds, 1000, time.Hour) // about six weeks: two or three partitions
 			events := func(yield func(catalog.RawEvent) bool) {
 				for i := range tc.resent {
 					ts := b.now.Add(-time.Duration(i*7) * 24 * time.Hour) // moves most rows to another partition
@@ -496,13 +475,13 @@ func TestResentIDsReplaceRows(t *testing.T) {
 					}
 				}
 			}
-			res, err := b.rows.Ingest(ctx, b.caller, ds.ID, events, catalog.IngestOptions{})
+			res, err := b.rows.Ingest(ctx, b.caller, ds, events, catalog.IngestOptions{})
 			require.NoError(t, err)
 			require.Equal(t, tc.resent, res.Accepted)
 
 			var rows, distinct, second int
 			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT row_id),
-				count(*) FILTER (WHERE payload->>'v' = 'second') FROM lake_rows WHERE dataset_id = $1`, ds.ID).
+				count(*) FILTER (WHERE payload->>'v' = 'second') FROM lake_rows WHERE dataset_id = $1`, ds).
 				Scan(&rows, &distinct, &second))
 			require.Equal(t, 1000, rows, "a re-sent _id replaces its row")
 			require.Equal(t, 1000, distinct)
@@ -510,4 +489,54 @@ func TestResentIDsReplaceRows(t *testing.T) {
 			b.requireCountersExact(t)
 		})
 	}
+}
+
+// newDataset creates a customer-managed time-series dataset and returns its id.
+func (b *sweepBundle) newDataset(t *testing.T, name string) string {
+	t.Helper()
+	ds, err := b.datasets.CreateDataset(context.Background(), b.caller, catalog.DatasetCreate{Name: name,
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	return ds.ID
+}
+
+// startRun records a running manual run of the lake at b.now, which the ledger rows of a sweep refer to.
+func (b *sweepBundle) startRun(t *testing.T, runID string, grace retention.Period) {
+	t.Helper()
+	_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO retention_runs (id, store, trigger, status, evaluated_at, grace, created_at)
+		VALUES ($1, 'adobe_lakeHouse', 'manual', 'running', $2, $3::interval, $2)`, runID, b.now, grace.Interval())
+	require.NoError(t, err)
+}
+
+// TestLateEventAfterItsPartitionWasDropped checks that an event arriving after a run dropped the partition its
+// expiry falls in is stored (a new partition for the same range, while the dropped one may still wait, renamed,
+// for its files to go), hidden at once, and removed by the next run with exact counters.
+func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ds := b.newDataset(t, "late")
+	b.setTTL(t, ds, "P1M")
+	b.ingestSeries(t, ds, 100, 24*time.Hour) // expiries from late October 2024 to early February 2025
+	removed := b.sweep(t, "00000000-0000-0000-0000-0000000000c1", retention.Period{}, true)
+	require.Positive(t, removed[ds])
+	var dropped bool
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM retention_deletions
+		WHERE partition_name = 'lake_rows_p202411' AND dropped)`).Scan(&dropped))
+	require.True(t, dropped, "the November partition was dropped whole")
+
+	late := func(yield func(catalog.RawEvent) bool) {
+		yield(catalog.RawEvent{Line: 1, Data: []byte(`{"timestamp":"2024-10-10T00:00:00Z","_id":"late"}`)})
+	}
+	res, err := b.rows.Ingest(context.Background(), b.caller, ds, late, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Accepted)
+	require.Equal(t, 1, res.ExpiredOnArrival, "expired on arrival, so hidden at once")
+	b.requireCountersExact(t)
+
+	again := b.sweep(t, "00000000-0000-0000-0000-0000000000c2", retention.Period{}, true)
+	require.Equal(t, int64(1), again[ds], "the next run removes it")
+	for _, r := range b.allRows(t) {
+		require.NotEqual(t, "late", r.id)
+	}
+	b.requireCountersExact(t)
 }

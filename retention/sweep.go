@@ -164,13 +164,11 @@ func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []Partition) (DropRes
 
 // DropResult is what a drop phase removed: per dataset, and which partitions.
 type DropResult struct {
-	Datasets   map[string]SweepResult
-	Partitions int
-	Dropped    map[string]bool
+	Datasets map[string]SweepResult
+	Dropped  map[string]bool
 }
 
 func (r *DropResult) add(partition string, rows map[string]int64) {
-	r.Partitions++
 	r.Dropped[partition] = true
 	for ds, n := range rows {
 		d := r.Datasets[ds]
