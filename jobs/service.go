@@ -40,8 +40,11 @@ type Config struct {
 	RescueAfter time.Duration
 	// TickInterval is how often the scheduler looks for a due slot. Default 1 minute.
 	TickInterval time.Duration
-	Sweep        retention.SweepConfig
-	Logger       *slog.Logger
+	// ReleaseInterval is how often a replica drops detached partitions that no run's release job dropped (a crash
+	// in between), and it does so when it starts. Default 1 hour.
+	ReleaseInterval time.Duration
+	Sweep           retention.SweepConfig
+	Logger          *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -52,6 +55,7 @@ func (c Config) withDefaults() Config {
 	c.JobTimeout = cmp.Or(c.JobTimeout, 20*time.Second)
 	c.RescueAfter = cmp.Or(c.RescueAfter, 30*time.Second)
 	c.TickInterval = cmp.Or(c.TickInterval, time.Minute)
+	c.ReleaseInterval = cmp.Or(c.ReleaseInterval, time.Hour)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,14 +129,19 @@ func New(pool *pgxpool.Pool, store Store, sweeper *retention.Sweeper, metrics *M
 	river.AddWorker(workers, &tickWorker{s: s})
 	river.AddWorker(workers, &runWorker{s: s})
 	river.AddWorker(workers, &datasetWorker{s: s})
+	river.AddWorker(workers, &releaseWorker{s: s})
 	rc := &river.Config{
 		Workers: workers, Logger: cfg.Logger, JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts: 10,
 	}
 	if cfg.Work {
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
-		rc.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.TickInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return tickArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true})}
+		rc.PeriodicJobs = []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.TickInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return tickArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReleaseInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return releaseArgs{}, nil }, &river.PeriodicJobOpts{RunOnStart: true}),
+		}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)
 	if err != nil {

@@ -150,6 +150,45 @@ func waitForRun(t *testing.T, b *testBundle, svcs []*jobs.Service, runID string)
 	}
 }
 
+// jobEvents returns a channel that receives the end of every job of the kind on the replicas.
+func jobEvents(t *testing.T, svcs []*jobs.Service, kind string) <-chan *river.Event {
+	t.Helper()
+	out := make(chan *river.Event, 100)
+	for _, svc := range svcs {
+		ch, cancel := svc.Client().Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed)
+		t.Cleanup(cancel)
+		go func() {
+			for ev := range ch {
+				if ev.Job.Kind == kind {
+					out <- ev
+				}
+			}
+		}()
+	}
+	return out
+}
+
+// waitUntilReleased waits, woken by the release jobs' ends, until no detached partition waits for its release.
+func waitUntilReleased(t *testing.T, b *testBundle, releases <-chan *river.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var waiting, tables int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM detached_partitions),
+			(SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE '%\_gone%')`).Scan(&waiting, &tables))
+		if waiting == 0 && tables == 0 {
+			return
+		}
+		select {
+		case ev := <-releases:
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "the release job failed: %v", ev.Job.Errors)
+		case <-ctx.Done():
+			t.Fatalf("%d detached partitions (%d tables) were never released", waiting, tables)
+		}
+	}
+}
+
 func TestScheduledSlotRunsOnceAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -200,10 +239,16 @@ func TestRunDeletesExpiredRowsAcrossReplicas(t *testing.T) {
 	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
 	workers := []*jobs.Service{b.replica(t, true, nil), b.replica(t, true, nil)}
 	b.clock.Set(b.clock.Now().Add(time.Hour))
+	releases := jobEvents(t, workers, "retention_release")
 	run, err := workers[0].StartRun(context.Background(), b.caller, jobs.RunRequest{})
 	require.NoError(t, err)
 	require.Equal(t, jobs.TriggerManual, run.Trigger)
 	run = waitForRun(t, b, workers, run.ID)
+	var dropped int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FROM retention_deletions
+		WHERE run_id = $1 AND dropped`, run.ID).Scan(&dropped))
+	require.Positive(t, dropped, "the run dropped whole partitions")
+	waitUntilReleased(t, b, releases)
 	require.Equal(t, jobs.StatusSucceeded, run.Status)
 	// Rows 1 to 24 months old, and 30 days of grace that every row has passed: 3M keeps 2 rows, 6M 5, 12M 11.
 	for i, keep := range []int{2, 5, 11} {
@@ -222,6 +267,9 @@ func TestRunDeletesExpiredRowsAcrossReplicas(t *testing.T) {
 		run.ID).Scan(&events, &counted))
 	require.Equal(t, 3, events, "one Expire event per dataset")
 	require.EqualValues(t, 22+19+13, counted, "audit counts equal the rows removed")
+	chain, err := postgres.NewAuditService(b.db).Verify(context.Background(), b.caller.Org)
+	require.NoError(t, err)
+	require.True(t, chain.Valid, "the Expire events, appended together, extend the org's chain: %+v", chain.FirstBroken)
 	ds, err := b.datasets.FindDatasetByID(context.Background(), b.caller, ids[0])
 	require.NoError(t, err)
 	require.NotNil(t, ds.RowExpiration[catalog.LakeHouse].LastCompleted)

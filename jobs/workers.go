@@ -62,9 +62,14 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		}
 		return s.countDryRun(ctx, plan, dropped.Datasets)
 	}
+	start := time.Now()
 	placed, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
 	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Dropped.Datasets), len(placed.Dropped.Dropped))
 	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Swept), 0)
+	s.cfg.Logger.InfoContext(ctx, "retention: placed partitions swept", slog.String("run_id", plan.Sweep.RunID),
+		slog.Int("partitions_dropped", len(placed.Dropped.Dropped)), slog.Int64("rows_dropped", totalRows(placed.Dropped.Datasets)),
+		slog.Int("partitions_walked", len(placed.Walked)), slog.Int64("rows_walked", totalRows(placed.Swept)),
+		slog.Duration("duration", time.Since(start)), slog.Any("error", err))
 	if err != nil {
 		if ctx.Err() != nil {
 			return river.JobSnooze(0) // out of time: every batch so far is committed; carry on at once
@@ -72,7 +77,41 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 		return w.failOnLastAttempt(ctx, job, err)
 	}
 	plan.Sweep.Walked = placed.Walked
-	return s.fanOut(ctx, plan)
+	start = time.Now()
+	if err := s.fanOut(ctx, plan); err != nil {
+		return err
+	}
+	s.cfg.Logger.InfoContext(ctx, "retention: run job done", slog.String("run_id", plan.Sweep.RunID),
+		slog.Duration("fan_out", time.Since(start)))
+	s.queueRelease(ctx)
+	return nil
+}
+
+// queueRelease queues the job that drops the partitions the run detached, and any an earlier run left. It comes
+// after the run job's part, so that the file system's work does not slow the walk; a failure to queue it only
+// delays the release until the periodic one. A run that detached nothing queues it too: it costs one query, and
+// whoever watches the run can wait for it alike.
+func (s *Service) queueRelease(ctx context.Context) {
+	if _, err := s.client.Insert(ctx, releaseArgs{}, nil); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "retention: release of detached partitions not queued", slog.Any("error", err))
+	}
+}
+
+// releaseArgs is the job that drops the tables of detached partitions (retention.Sweeper.ReleaseDetached): queued
+// by a run that detached some, and periodically for any that a crash left.
+type releaseArgs struct{}
+
+// Kind implements river.JobArgs.
+func (releaseArgs) Kind() string { return "retention_release" }
+
+type releaseWorker struct {
+	river.WorkerDefaults[releaseArgs]
+	s *Service
+}
+
+func (w *releaseWorker) Work(ctx context.Context, _ *river.Job[releaseArgs]) error {
+	_, err := w.s.sweeper.ReleaseDetached(ctx)
+	return err
 }
 
 // fanOut finishes at once the datasets that have nothing left after the drops and the boundary walk, and queues one

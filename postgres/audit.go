@@ -45,21 +45,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 // lock is then held only for the commit) and a transaction writing events of several orgs writes them in org order.
 // It sets ev's ID (when empty), Seq, PrevHash and Hash. (The audit_nochain benchmark build writes it unchained.)
 func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
-	if ev.ID == "" {
-		ev.ID = audit.NewID()
-	}
-	// The id is hashed as Postgres will show it: lower-case and hyphenated.
-	id, err := uuid.Parse(ev.ID)
+	id, details, err := prepareAuditEvent(ev)
 	if err != nil {
-		return fmt.Errorf("audit event id %q: %w", ev.ID, err)
-	}
-	ev.ID = id.String()
-	if ev.Details == nil {
-		ev.Details = map[string]any{}
-	}
-	details, err := json.Marshal(ev.Details)
-	if err != nil {
-		return fmt.Errorf("encode details of %s audit event of %s: %w", ev.Action, ev.AssetID, err)
+		return err
 	}
 	if !chainAuditEvents {
 		return writeUnchainedAuditEvent(ctx, tx, ev, id, details)
@@ -78,6 +66,100 @@ func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
 		return fmt.Errorf("write %s audit event of %s: %w", ev.Action, ev.AssetID, err)
 	}
 	return nil
+}
+
+// prepareAuditEvent gives ev an ID when it has none, in the form Postgres shows (lower-case and hyphenated, as it
+// is hashed), and returns its details as JSON.
+func prepareAuditEvent(ev *audit.Event) (uuid.UUID, []byte, error) {
+	if ev.ID == "" {
+		ev.ID = audit.NewID()
+	}
+	id, err := uuid.Parse(ev.ID)
+	if err != nil {
+		return id, nil, fmt.Errorf("audit event id %q: %w", ev.ID, err)
+	}
+	ev.ID = id.String()
+	if ev.Details == nil {
+		ev.Details = map[string]any{}
+	}
+	details, err := json.Marshal(ev.Details)
+	if err != nil {
+		return id, nil, fmt.Errorf("encode details of %s audit event of %s: %w", ev.Action, ev.AssetID, err)
+	}
+	return id, details, nil
+}
+
+// appendManyAuditEvents inserts sealed events of one org and advances its head to the last, in one statement.
+const appendManyAuditEvents = `
+WITH appended AS (
+    INSERT INTO audit_events (id, org_id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name,
+                              action, status, user_id, client_id, details, seq, prev_hash, hash)
+    SELECT e.id, $1, e.sandbox_name, e.occurred_at, e.request_id, e.asset_type, e.asset_id, e.asset_name,
+           e.action, e.status, e.user_id, e.client_id, e.details::jsonb, e.seq, e.prev_hash, e.hash
+    FROM unnest($2::uuid[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+                $10::text[], $11::text[], $12::text[], $13::text[], $14::bigint[], $15::text[], $16::text[])
+        AS e (id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name, action, status, user_id,
+              client_id, details, seq, prev_hash, hash)
+)
+UPDATE audit_chains SET seq = $17, head_hash = $18, updated_at = $19 WHERE org_id = $1`
+
+// appendAuditEvents appends events of one org to its chain inside tx, as writeAuditEvent does one, with one lock of
+// the chain head and one statement for all of them.
+func appendAuditEvents(ctx context.Context, tx pgx.Tx, evs []*audit.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	if !chainAuditEvents || len(evs) == 1 {
+		for _, ev := range evs {
+			if err := writeAuditEvent(ctx, tx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	seq, prev, err := lockChain(ctx, tx, evs[0])
+	if err != nil {
+		return err
+	}
+	var cols auditColumns
+	for _, ev := range evs {
+		if ev.Org != evs[0].Org {
+			return fmt.Errorf("append audit events: %s and %s in one append", evs[0].Org, ev.Org)
+		}
+		_, details, err := prepareAuditEvent(ev)
+		if err != nil {
+			return err
+		}
+		seq++
+		if err := ev.Seal(seq, prev); err != nil {
+			return err
+		}
+		prev = ev.Hash
+		cols.add(ev, details)
+	}
+	last := evs[len(evs)-1]
+	_, err = tx.Exec(ctx, appendManyAuditEvents, last.Org, cols.id, cols.sandbox, cols.occurred, cols.request, cols.assetType,
+		cols.assetID, cols.assetName, cols.action, cols.status, cols.user, cols.client, cols.details, cols.seq,
+		cols.prev, cols.hash, last.Seq, last.Hash, last.Timestamp)
+	if err != nil {
+		return fmt.Errorf("write %d %s audit events of %s: %w", len(evs), evs[0].Action, last.Org, err)
+	}
+	return nil
+}
+
+// auditColumns holds events column by column, for unnest.
+type auditColumns struct {
+	id, sandbox, request, assetType, assetID, assetName, action, status, user, client, details, prev, hash []string
+	occurred                                                                                               []time.Time
+	seq                                                                                                    []int64
+}
+
+func (c *auditColumns) add(ev *audit.Event, details []byte) {
+	c.id, c.sandbox, c.occurred, c.request = append(c.id, ev.ID), append(c.sandbox, ev.Sandbox), append(c.occurred, ev.Timestamp), append(c.request, ev.RequestID)
+	c.assetType, c.assetID, c.assetName = append(c.assetType, ev.AssetType), append(c.assetID, ev.AssetID), append(c.assetName, ev.AssetName)
+	c.action, c.status = append(c.action, ev.Action), append(c.status, ev.Status)
+	c.user, c.client, c.details = append(c.user, ev.User), append(c.client, ev.ClientID), append(c.details, string(details))
+	c.seq, c.prev, c.hash = append(c.seq, ev.Seq), append(c.prev, ev.PrevHash), append(c.hash, ev.Hash)
 }
 
 // writeUnchainedAuditEvent writes ev without linking it into the chain, as the audit_nochain benchmark build does:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,8 +74,8 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 // DropPartitions implements retention.SweepStore. The partitions are locked first and re-checked under their locks,
 // since an ingestion may have added rows since they were listed; those that still qualify are detached from the
 // store and their rows written to the ledger in the same transaction, which is when their rows leave the store.
-// The detached tables are then dropped in a transaction of their own (dropDetached), so that the store's parent
-// table is locked only for the catalog change, not while the file system releases the files.
+// The detached tables wait, listed in detached_partitions, for DropDetached: the store's parent table is locked
+// only for the catalog change, and the run does not wait while the file system releases the files.
 func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, parts []retention.Partition, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	names := make([]string, 0, len(parts))
 	for _, p := range parts {
@@ -107,17 +106,14 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 	for name := range counts {
 		s.db.forgetPartition(name)
 	}
-	if err := s.dropDetached(ctx, lockTimeout); err != nil {
-		// The rows are gone from the store and counted; only the files wait, for the next batch of drops.
-		s.db.Logger.WarnContext(ctx, "retention: detached partitions not dropped yet", slog.Any("error", err))
-	}
 	return counts, nil
 }
 
-// dropDetached drops every table detached_partitions lists: those this sweep has just detached, and any a crash or
-// a lock timeout left behind.
-func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration) error {
-	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+// DropDetached implements retention.SweepStore: it drops, in one transaction, every table detached_partitions lists
+// that no other call is dropping.
+func (s *SweepStore) DropDetached(ctx context.Context, lockTimeout time.Duration) (int, error) {
+	var names []string
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
@@ -125,7 +121,7 @@ func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration
 		if err != nil {
 			return err
 		}
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil || len(names) == 0 {
 			return err
 		}
@@ -135,6 +131,10 @@ func (s *SweepStore) dropDetached(ctx context.Context, lockTimeout time.Duration
 		_, err = tx.Exec(ctx, `DELETE FROM detached_partitions WHERE name = ANY($1)`, names)
 		return err
 	})
+	if err != nil {
+		return 0, fmt.Errorf("drop detached partitions: %w", err)
+	}
+	return len(names), nil
 }
 
 // lockPartitions takes the partitions' locks, skipping those another run has dropped since they were listed. One
@@ -407,8 +407,12 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 }
 
 // DeleteBlocks implements retention.SweepStore: one batch across the datasets in scope, with each dataset's counters
-// and ledger row in the same statement. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
+// and ledger row in the same transaction. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
+//
+// Several workers may walk one partition, so the counters are updated in a statement of their own after the delete,
+// locked in key order: in the delete's statement their order would follow the plan, and two ranges holding rows of
+// the same datasets could lock them in opposite orders and deadlock.
 func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
@@ -419,7 +423,8 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
            OR (r.ingested_at + $4::interval <= $3
                AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
 		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)") + `))
-    RETURNING r.dataset_id, r.setting_id)` + countRemoved("$7", "$8", "false", "$9")
+    RETURNING r.dataset_id, r.setting_id)
+SELECT dataset_id, setting_id, count(*)::bigint FROM gone GROUP BY dataset_id, setting_id`
 	out := map[string]int64{}
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		deleted, err := deletedDatasets(ctx, tx, sw)
@@ -427,17 +432,21 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
 			return err
 		}
 		rows, err := tx.Query(ctx, query, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to), sw.At, sw.Grace.Interval(),
-			sweepScope(sw), deleted, partition, sw.RunID, s.db.now())
+			sweepScope(sw), deleted)
 		if err != nil {
 			return err
 		}
+		var g removedGroups
 		var ds string
-		var n int64
-		_, err = pgx.ForEachRow(rows, []any{&ds, &n}, func() error {
-			out[ds] = n
+		var setting, n int64
+		if _, err := pgx.ForEachRow(rows, []any{&ds, &setting, &n}, func() error {
+			g.datasets, g.settings, g.rows = append(g.datasets, ds), append(g.settings, setting), append(g.rows, n)
+			out[ds] += n
 			return nil
-		})
-		return err
+		}); err != nil || len(g.rows) == 0 {
+			return err
+		}
+		return recordRemovedInOrder(ctx, tx, partition, sw.RunID, s.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
@@ -446,6 +455,41 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
 		return nil, fmt.Errorf("delete blocks %d-%d of %s: %w", from, to, partition, err)
 	}
 	return out, nil
+}
+
+// removedGroups is what one delete removed from a partition, by counter group (dataset and setting), as parallel
+// slices for unnest.
+type removedGroups struct {
+	datasets []string
+	settings []int64
+	rows     []int64
+}
+
+// lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses.
+const lockCountersInOrder = `
+SELECT 1 FROM row_stats st JOIN unnest($2::text[], $3::bigint[]) AS c (dataset_id, setting_id)
+    ON st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id
+WHERE st.partition_name = $1 ORDER BY st.dataset_id, st.setting_id FOR UPDATE OF st`
+
+// subtractAndRecord updates the counters of partition $1 and writes one ledger row per dataset.
+const subtractAndRecord = `
+WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c (dataset_id, setting_id, n)),
+stats AS (
+    UPDATE row_stats st SET row_count = st.row_count - c.n FROM c
+    WHERE st.partition_name = $1 AND st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id)
+INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
+SELECT $5, dataset_id, $1, sum(n), false, $6 FROM c GROUP BY dataset_id`
+
+// recordRemovedInOrder subtracts what a delete removed from the partition's counters, taking their locks in key
+// order, and writes the ledger, in the delete's transaction.
+func recordRemovedInOrder(ctx context.Context, tx pgx.Tx, partition, runID string, now time.Time, g removedGroups) error {
+	if _, err := tx.Exec(ctx, lockCountersInOrder, partition, g.datasets, g.settings); err != nil {
+		return fmt.Errorf("lock counters of %s: %w", partition, err)
+	}
+	if _, err := tx.Exec(ctx, subtractAndRecord, partition, g.datasets, g.settings, g.rows, runID, now); err != nil {
+		return fmt.Errorf("count rows removed from %s: %w", partition, err)
+	}
+	return nil
 }
 
 // deletedDatasets lists the datasets deleted by the sweep's time that still have rows in its store.

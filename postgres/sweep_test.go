@@ -218,7 +218,7 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
 			b.sweeper.Config.DropBatch = 1 + int(seed%3) // drops in batches of 1 to 3 partitions
-			b.sweeper.Config.Workers = 1 + int(seed%2)   // the walk after the drops, or beside them
+			b.sweeper.Config.Workers = 1 + int(seed/2)   // the walk after the drops, or beside them on 1 or 2 workers
 			rng := rand.New(rand.NewPCG(seed, 99))
 			ids := b.randomScenario(t, rng)
 			grace := retention.Period{}
@@ -263,10 +263,15 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 			require.NoError(t, err)
 			runID := "00000000-0000-0000-0000-00000000000" + fmt.Sprint(seed)
 			removed := b.sweep(t, runID, grace, seed%3 != 0)
+			var waiting int
+			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM detached_partitions`).Scan(&waiting))
+			released := b.release(t)
 			var drops int
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FILTER (WHERE dropped) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&drops))
 			t.Logf("rows %d, kept %d, removed %v, partitions dropped %d", len(before), len(wantKept), wantRemoved, drops)
 			require.Positive(t, drops, "the scenario exercises whole-partition drops")
+			require.GreaterOrEqual(t, waiting, drops+1, "every partition the sweep dropped waits for its release, as does the leftover")
+			require.Equal(t, waiting, released, "the release drops them all")
 			var leftover int
 			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM detached_partitions)
 				+ (SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'lake\_rows\_p%\_gone%')`).Scan(&leftover))
@@ -508,9 +513,17 @@ func (b *sweepBundle) startRun(t *testing.T, runID string, grace retention.Perio
 	require.NoError(t, err)
 }
 
+// release drops the tables the sweeps detached, as the release job a run queues does, and returns how many.
+func (b *sweepBundle) release(t *testing.T) int {
+	t.Helper()
+	n, err := b.sweeper.ReleaseDetached(context.Background())
+	require.NoError(t, err)
+	return n
+}
+
 // TestLateEventAfterItsPartitionWasDropped checks that an event arriving after a run dropped the partition its
-// expiry falls in is stored (a new partition for the same range, while the dropped one may still wait, renamed,
-// for its files to go), hidden at once, and removed by the next run with exact counters.
+// expiry falls in, while the detached table still waits, renamed, for its release, is stored (a new partition for
+// the same range), hidden at once, and removed by the next run with exact counters.
 func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
@@ -523,6 +536,10 @@ func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM retention_deletions
 		WHERE partition_name = 'lake_rows_p202411' AND dropped)`).Scan(&dropped))
 	require.True(t, dropped, "the November partition was dropped whole")
+	var waiting int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM detached_partitions
+		WHERE name LIKE 'lake\_rows\_p202411\_gone%'`).Scan(&waiting))
+	require.Equal(t, 1, waiting, "the dropped partition's table waits for its release")
 
 	late := func(yield func(catalog.RawEvent) bool) {
 		yield(catalog.RawEvent{Line: 1, Data: []byte(`{"timestamp":"2024-10-10T00:00:00Z","_id":"late"}`)})
@@ -533,10 +550,78 @@ func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	require.Equal(t, 1, res.ExpiredOnArrival, "expired on arrival, so hidden at once")
 	b.requireCountersExact(t)
 
+	require.Positive(t, b.release(t))
 	again := b.sweep(t, "00000000-0000-0000-0000-0000000000c2", retention.Period{}, true)
 	require.Equal(t, int64(1), again[ds], "the next run removes it")
 	for _, r := range b.allRows(t) {
 		require.NotEqual(t, "late", r.id)
 	}
 	b.requireCountersExact(t)
+}
+
+// TestWorkersWalkOnePartitionTogether has four workers walk one partition in one-block ranges, each block holding
+// rows of several datasets, so that their transactions update the same counters at once: the rows left, the sweep's
+// counts, the ledger and the counters must all be exact. (Their deadlock needs two ranges to lock shared counters in
+// opposite orders; DeleteBlocks locks them in key order, and this test could not make the unordered update
+// deadlock in 5 runs, so it guards the counts, not the order.)
+func TestWorkersWalkOnePartitionTogether(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	b.sweeper.Config = retention.SweepConfig{BatchSize: 5, Workers: 4}
+	b.now = time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range 8 {
+		ids = append(ids, b.newDataset(t, fmt.Sprintf("shared%d", i)))
+		b.setTTL(t, ids[i], "P1M")
+	}
+	for round := range 30 {
+		for _, id := range ids {
+			b.ingestRound(t, id, round, 5, 29*24*time.Hour)
+		}
+	}
+	b.now = time.Date(2025, 4, 8, 0, 0, 0, 0, time.UTC) // April's partition holds expired and live rows of each
+	before := b.allRows(t)
+	history := b.history(t)
+	wantRemoved := map[string]int64{}
+	var wantKept []string
+	for _, r := range before {
+		if retention.Deletable(r.row, history[r.dataset], b.now, retention.Period{}) {
+			wantRemoved[r.dataset]++
+			continue
+		}
+		wantKept = append(wantKept, r.dataset+"/"+r.id)
+	}
+	require.Len(t, wantRemoved, len(ids), "every dataset has expired rows")
+	require.NotEmpty(t, wantKept)
+
+	runID := "00000000-0000-0000-0000-0000000000d1"
+	removed := b.sweep(t, runID, retention.Period{}, true)
+	require.Equal(t, wantRemoved, removed)
+	var kept []string
+	for _, r := range b.allRows(t) {
+		kept = append(kept, r.dataset+"/"+r.id)
+	}
+	require.ElementsMatch(t, wantKept, kept)
+	var walkedRanges int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM retention_deletions
+		WHERE run_id = $1 AND partition_name = 'lake_rows_p202504' AND NOT dropped`, runID).Scan(&walkedRanges))
+	require.Greater(t, walkedRanges, 4*len(ids), "the walk took April's partition in many ranges")
+	b.requireCountersExact(t)
+}
+
+// ingestRound stores n rows of the dataset with event times spread evenly over span back from b.now, their _ids
+// unique to the round.
+func (b *sweepBundle) ingestRound(t *testing.T, id string, round, n int, span time.Duration) {
+	t.Helper()
+	events := func(yield func(catalog.RawEvent) bool) {
+		for i := range n {
+			ts := b.now.Add(-span * time.Duration(round*n+i) / time.Duration(30*n))
+			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"w%d-%d"}`, ts.Format(time.RFC3339), round, i)}) {
+				return
+			}
+		}
+	}
+	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Equal(t, n, res.Accepted)
 }

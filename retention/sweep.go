@@ -28,14 +28,14 @@ type SweepConfig struct {
 	DropAttempts int
 	// DropBatch is how many partitions are dropped together. A batch pays one lock round and one commit for all of
 	// them, where most of a lone drop's time went; it holds the store's parent table, which reads and ingestion
-	// wait for, only while it detaches them, not while their files are released (about 30 ms a partition of
-	// 150,000 rows). Default 32.
+	// wait for, only while it detaches them. Their files are released later, by ReleaseDetached (about 40 ms a
+	// partition of 150,000 rows on the benchmark machine). Default 32.
 	DropBatch int
-	// Workers is how many partitions a sweep works on at once: the drops beside the boundary walk, and the
-	// partitions of one dataset's pass. Each worker holds a connection. Two workers never touch one partition, so
-	// their counter updates never wait for each other. On the 2-core benchmark machine two workers made the run
-	// 1.5x faster (1.1 s against 1.7 s) and left ingestion beside it 50 to 68% of its idle rate, against 73% with
-	// one (docs/benchmarks.md). Default 2.
+	// Workers is how many connections a sweep works on at once: in SweepPlaced one drops and then walks while the
+	// others walk, block range by block range, so that none idles while there are ranges left; in a dataset's pass,
+	// one partition each, so that their counter updates never wait for each other. On the 2-core benchmark machine
+	// two workers made the run 1.5x faster (1.1 s against 1.7 s) and left ingestion beside it 50 to 68% of its idle
+	// rate, against 73% with one (docs/benchmarks.md). Default 2.
 	Workers int
 }
 
@@ -85,12 +85,15 @@ type SweepStore interface {
 	// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep, with the rows of
 	// each dataset in them.
 	DroppablePartitions(ctx context.Context, s Sweep) ([]Partition, error)
-	// DropPartitions removes, in one transaction, those of the partitions all of whose rows are still deletable
-	// when re-checked under their locks, recording the rows of each dataset in each, and then drops their tables.
-	// It returns those rows by partition name; a partition that no longer qualifies is absent. It waits at most
-	// lockTimeout for the locks; a lock timeout is an error the caller retries. In a dry run it removes nothing and
-	// returns what it would have.
+	// DropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are
+	// still deletable when re-checked under their locks, recording the rows of each dataset in each; their tables
+	// are detached, and wait for DropDetached. It returns those rows by partition name; a partition that no longer
+	// qualifies is absent. It waits at most lockTimeout for the locks; a lock timeout is an error the caller
+	// retries. In a dry run it removes nothing and returns what it would have.
 	DropPartitions(ctx context.Context, s Sweep, parts []Partition, lockTimeout time.Duration) (rows map[string]map[string]int64, err error)
+	// DropDetached drops the tables DropPartitions detached, and returns how many: this releases their files. Their
+	// rows left the store, counted, when they were detached.
+	DropDetached(ctx context.Context, lockTimeout time.Duration) (int, error)
 	// DatasetPartitions lists the partitions that may hold deletable rows of the dataset.
 	DatasetPartitions(ctx context.Context, s Sweep, datasetID string) ([]string, error)
 	// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many.
@@ -205,16 +208,38 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 	return nil, nil
 }
 
+// ReleaseDetached drops the tables of the partitions that drops have detached from the store, which releases their
+// files, and returns how many it dropped. A run leaves this to a job of its own, after the run's part: the rows
+// left the store when their partitions were detached, as a DELETE's rows do at its commit, before VACUUM frees
+// their space. Dropping a detached table waits for nobody's statements but its own.
+func (w *Sweeper) ReleaseDetached(ctx context.Context) (int, error) {
+	cfg := w.Config.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+	defer cancel()
+	start := time.Now()
+	n, err := w.Store.DropDetached(ctx, cfg.LockTimeout)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		w.logger().InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
+			slog.Duration("duration", time.Since(start)))
+	}
+	return n, nil
+}
+
 // SweepPlaced removes the deletable rows of every partition placed at or before the sweep's time, as the expiry
-// layout intends: it drops the partitions whose rows are all deletable and, at the same time, walks the others (the
-// current month, and groups a drop has to leave) deleting across datasets. The two never touch one partition, and a
-// drop's time is mostly the file system releasing files, so the walk uses the CPU the drops leave idle. A partition
-// listed for a drop that did not happen is walked afterwards.
+// layout intends: it drops the partitions whose rows are all deletable and walks the others (the current month, and
+// groups a drop has to leave) in block ranges, deleting across datasets. One worker drops and then joins the walk;
+// the others walk from the start. A drop's time is mostly the file system releasing files, so the walk uses the CPU
+// the drops leave idle, and no worker waits while ranges remain. The drops and the walk never touch one partition.
+// A partition listed for a drop that did not happen is walked afterwards.
 //
 // A partition is walked only where the datasets in scope hold at least a quarter of its rows: a walk reads the
 // whole partition, and a run scoped to a few datasets (a manual run, or one org's) deletes their rows faster by
 // index in the per-dataset pass. Not for dry runs.
 func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
+	cfg := w.Config.withDefaults()
 	res := PlacedResult{Swept: map[string]SweepResult{}, Walked: map[string]bool{}}
 	droppable, err := w.Store.DroppablePartitions(ctx, s)
 	if err != nil {
@@ -238,28 +263,41 @@ func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error
 			walk = append(walk, p.Name)
 		}
 	}
-	swept := &sweptRows{out: res.Swept}
+	q := newWalkQueue()
+	if err := w.planWalk(ctx, q, walk, cfg); err != nil {
+		return res, err
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(w.Config.withDefaults().Workers) // one worker: the drops, then the walk
+	g.SetLimit(cfg.Workers) // one worker: the drops, then the walk
 	goRecover(g, func() (err error) {
-		res.Dropped, err = w.drop(gctx, s, droppable)
-		return err
+		if res.Dropped, err = w.drop(gctx, s, droppable); err != nil {
+			return err
+		}
+		return w.walk(gctx, s, q)
 	})
-	goRecover(g, func() error { return w.walk(gctx, s, walk, swept) })
+	for range cfg.Workers - 1 {
+		goRecover(g, func() error { return w.walk(gctx, s, q) })
+	}
 	if err := g.Wait(); err != nil {
 		return res, err
 	}
+	var left []string
 	for _, name := range maybe {
 		if !res.Dropped.Dropped[name] {
-			walk = append(walk, name)
-			if err := w.walk(ctx, s, []string{name}, swept); err != nil {
-				return res, err
-			}
+			left = append(left, name)
 		}
 	}
+	if err := w.planWalk(ctx, q, left, cfg); err != nil {
+		return res, err
+	}
+	if err := w.walk(ctx, s, q); err != nil {
+		return res, err
+	}
+	walk = append(walk, left...)
 	for _, name := range walk {
 		res.Walked[name] = true
 	}
+	res.Swept = q.swept
 	return res, nil
 }
 
@@ -284,60 +322,93 @@ func goRecover(g *errgroup.Group, fn func() error) {
 	})
 }
 
-// sweptRows collects what concurrent walks removed, per dataset.
-type sweptRows struct {
-	mu  sync.Mutex
-	out map[string]SweepResult
+// blockRange is one statement's share of a partition walk: blocks [from, to).
+type blockRange struct {
+	part     string
+	from, to int64
 }
 
-func (r *sweptRows) add(rows map[string]int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for ds, n := range rows {
-		d := r.out[ds]
-		d.Rows += n
-		r.out[ds] = d
-	}
+// walkQueue hands the block ranges of a walk to its workers and collects what they removed.
+type walkQueue struct {
+	mu     sync.Mutex
+	ranges []blockRange
+	next   int
+	left   map[string]int   // ranges of each partition not yet done
+	rows   map[string]int64 // rows removed from each partition so far
+	blocks map[string]int64
+	swept  map[string]SweepResult
 }
 
-// walk sweeps the partitions one after another, in block ranges.
-func (w *Sweeper) walk(ctx context.Context, s Sweep, parts []string, out *sweptRows) error {
-	cfg := w.Config.withDefaults()
+// planWalk adds to the queue the partitions cut into block ranges of about four BatchSize rows rather than walking them in LIMIT
+// batches, because a LIMIT batch scans again, from the partition's start, everything the batches before it left; a
+// range is read once. Rows stored after the plan was made lie beyond its last range and wait for the next run. In
+// the boundary partition about half the rows are expired, so a range deletes about two batches' worth, and the
+// per-statement cost (planning, counters, commit) is paid four times less often.
+func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string, cfg SweepConfig) error {
 	for _, part := range parts {
-		if err := w.sweepBlocks(ctx, s, part, cfg, out); err != nil {
-			return err
+		blocks, perBlock, err := w.Store.PartitionSize(ctx, part)
+		if err != nil {
+			return fmt.Errorf("size of %s: %w", part, err)
 		}
+		step := max(int64(4*float64(cfg.BatchSize)/max(perBlock, 1)), 1)
+		for from := int64(0); from < blocks; from += step {
+			q.ranges = append(q.ranges, blockRange{part: part, from: from, to: from + step})
+			q.left[part]++
+		}
+		q.blocks[part] = blocks
 	}
 	return nil
 }
 
-// sweepBlocks walks one partition in block ranges of about four BatchSize rows rather than in LIMIT batches,
-// because a LIMIT batch scans again, from the partition's start, everything the batches before it left; a range is
-// read once. Rows stored after the walk began lie beyond its last range and wait for the next run.
-func (w *Sweeper) sweepBlocks(ctx context.Context, s Sweep, part string, cfg SweepConfig, out *sweptRows) error {
-	blocks, perBlock, err := w.Store.PartitionSize(ctx, part)
-	if err != nil {
-		return fmt.Errorf("size of %s: %w", part, err)
+func newWalkQueue() *walkQueue {
+	return &walkQueue{left: map[string]int{}, rows: map[string]int64{}, blocks: map[string]int64{}, swept: map[string]SweepResult{}}
+}
+
+func (q *walkQueue) take() (blockRange, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.next == len(q.ranges) {
+		return blockRange{}, false
 	}
-	// A range holds about four batches' worth of rows: in the boundary partition about half are expired, and the
-	// per-batch cost (planning, counters, commit) is paid four times less often.
-	step := max(int64(4*float64(cfg.BatchSize)/max(perBlock, 1)), 1)
-	var total int64
-	for from := int64(0); from < blocks; from += step {
+	q.next++
+	return q.ranges[q.next-1], true
+}
+
+// done records what a range removed and, when it was the partition's last, returns the partition's blocks and rows
+// for the log.
+func (q *walkQueue) done(r blockRange, rows map[string]int64) (blocks, total int64, last bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for ds, n := range rows {
+		d := q.swept[ds]
+		d.Rows += n
+		q.swept[ds] = d
+		q.rows[r.part] += n
+	}
+	q.left[r.part]--
+	return q.blocks[r.part], q.rows[r.part], q.left[r.part] == 0
+}
+
+// walk deletes the deletable rows of the queue's ranges until none is left. Several workers may walk one partition
+// at once; the store keeps their counter updates from deadlocking.
+func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
+	cfg := w.Config.withDefaults()
+	for {
+		r, ok := q.take()
+		if !ok {
+			return nil
+		}
 		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
-		n, err := w.Store.DeleteBlocks(bctx, s, part, from, from+step)
+		rows, err := w.Store.DeleteBlocks(bctx, s, r.part, r.from, r.to)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("delete expired rows in %s: %w", part, err)
+			return fmt.Errorf("delete expired rows in %s: %w", r.part, err)
 		}
-		out.add(n)
-		for _, rows := range n {
-			total += rows
+		if blocks, total, last := q.done(r, rows); last {
+			w.logger().InfoContext(ctx, "retention: boundary partition swept", slog.String("run_id", s.RunID),
+				slog.String("partition", r.part), slog.Int64("blocks", blocks), slog.Int64("rows", total))
 		}
 	}
-	w.logger().InfoContext(ctx, "retention: boundary partition swept", slog.String("run_id", s.RunID),
-		slog.String("partition", part), slog.Int64("blocks", blocks), slog.Int64("rows", total))
-	return nil
 }
 
 // SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
