@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
@@ -208,19 +209,9 @@ func (r *runDoc) evaluatedAt() (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, r.EvaluatedAt)
 }
 
-// serverDuration is the run's time from creation to its end by the service's own clock.
-func (r *runDoc) serverDuration() time.Duration {
-	c, err1 := time.Parse(time.RFC3339Nano, r.CreatedAt)
-	f, err2 := time.Parse(time.RFC3339Nano, r.FinishedAt)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return f.Sub(c)
-}
-
-// runPollInterval is how often the harness asks whether a run has ended. A run's time is taken from its own
-// createdAt and finishedAt, so polling need not be frequent; frequent polls would slow the run they measure (each
-// GET /retention/runs/{id} reads every dataset part of the run, on the service's small connection pool).
+// runPollInterval is how often waitRun asks the API whether a run has ended. Frequent polls would slow the run they
+// measure (each GET /retention/runs/{id} reads every dataset part of the run, on the service's small connection
+// pool); timedRun watches the run's row in the database instead.
 const runPollInterval = 200 * time.Millisecond
 
 // startRun asks for a manual run and returns it.
@@ -252,29 +243,64 @@ func (a *apiClient) waitRun(ctx context.Context, id string, limit time.Duration)
 	}
 }
 
-// timedRun starts a run, waits for its end and returns it with its duration: from its creation to its end by the
-// service's clock (the POST's answer and the poll interval are not counted), or, when the run does not show both
-// times, as the harness observed it.
-func (a *apiClient) timedRun(ctx context.Context, body map[string]any) (*runDoc, time.Duration, error) {
+// timedRun starts a run, waits for its end and returns it with its duration: from its creation by the service's
+// clock to the moment the harness, reading the run's row every runWatchInterval on a connection of its own to
+// dbURL, saw its end committed. The run's finishedAt is when its last transaction began, before that transaction
+// wrote the datasets' parts and their audit events; the commit is when anyone can see the run ended. (The harness
+// and the service read one clock.)
+func (a *apiClient) timedRun(ctx context.Context, dbURL string, body map[string]any) (*runDoc, time.Duration, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
 	start := time.Now()
 	run, err := a.startRun(ctx, body)
 	if err != nil {
 		return nil, 0, err
 	}
-	done, err := a.waitRun(ctx, run.ID, 30*time.Minute)
+	ended, err := waitRunCommitted(ctx, conn, run.ID, 30*time.Minute)
 	observed := time.Since(start)
 	if err != nil {
 		return nil, observed, err
 	}
-	done.postedAt, done.observed = start, observed
-	d := done.serverDuration()
-	if d <= 0 {
-		d = observed
+	done, err := a.waitRun(ctx, run.ID, time.Minute)
+	if err != nil {
+		return nil, observed, err
 	}
+	done.postedAt, done.observed = start, observed
+	created, err := time.Parse(time.RFC3339Nano, done.CreatedAt)
+	if err != nil {
+		return done, observed, fmt.Errorf("run %s has no createdAt: %w", done.ID, err)
+	}
+	d := ended.Sub(created)
 	if done.Status != "succeeded" {
 		return done, d, fmt.Errorf("run %s ended %s: %s", done.ID, done.Status, runErrors(done))
 	}
 	return done, d, nil
+}
+
+// runWatchInterval is how often timedRun reads the run's row: a primary-key read on the harness's own connection.
+const runWatchInterval = 5 * time.Millisecond
+
+// waitRunCommitted returns when the harness first saw the run's end committed.
+func waitRunCommitted(ctx context.Context, conn *pgx.Conn, id string, limit time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		var status string
+		if err := conn.QueryRow(ctx, `SELECT status FROM retention_runs WHERE id = $1`, id).Scan(&status); err != nil {
+			return time.Time{}, fmt.Errorf("watch run %s: %w", id, err)
+		}
+		if status != "pending" && status != "running" {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("run %s still %s after %v", id, status, limit)
+		case <-time.After(runWatchInterval):
+		}
+	}
 }
 
 func runErrors(r *runDoc) string {

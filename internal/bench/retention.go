@@ -298,7 +298,11 @@ func (h *harness) retentionRun(ctx context.Context) error {
 	if err := h.pg.checkpoint(ctx); err != nil {
 		return err
 	}
-	run, ours, runErr := api.timedRun(ctx, map[string]any{})
+	run, ours, runErr := api.timedRun(ctx, h.pg.url(dbService), map[string]any{})
+	var release time.Duration
+	if runErr == nil {
+		release, runErr = h.waitReleased(ctx, dbService, run, ours)
+	}
 	rss, rssErr := h.svc.peakRSS()
 	if err := h.stopService(); err != nil {
 		return err
@@ -349,20 +353,61 @@ func (h *harness) retentionRun(ctx context.Context) error {
 	}
 	h.report.RowsIdentical = same
 	ratio := baseline.Seconds() / ours.Seconds()
-	note := fmt.Sprintf("POST /retention/runs {} over %d datasets, %s rows deleted; its time from createdAt to finishedAt (the harness saw it end %s after sending the POST, polling every %v). "+
+	note := fmt.Sprintf("POST /retention/runs {} over %d datasets, %s rows deleted; its time from createdAt to the commit of its end (the harness, reading the run's row every %v, saw it %s after sending the POST). "+
+		"The release job it queued, which drops the tables of the partitions it detached and so frees their files, completed %s after it ended (not counted, as the DELETE's VACUUM is not). "+
 		"Baseline: one DELETE … USING ds (plan: %s) removed %s rows. %s",
-		run.Progress.DatasetsTotal, fmtInt(run.Progress.RowsDeleted), fmtDur(run.observed), runPollInterval, basePlan, fmtInt(baseDeleted), detail)
+		run.Progress.DatasetsTotal, fmtInt(run.Progress.RowsDeleted), runWatchInterval, fmtDur(run.observed), fmtDur(release), basePlan, fmtInt(baseDeleted), detail)
 	h.report.add(Row{Scenario: ScenarioRetentionRun, Metric: "wall time", Ours: fmtDur(ours), Baseline: fmtDur(baseline),
 		Ratio: fmtRatio(ratio) + " faster", Goal: "≥ 10× faster; rows left identical", Holds: verdict(ratio >= 10 && same), Note: note})
 	if h.floorTime > 0 {
-		f := ours.Seconds() / h.floorTime.Seconds()
-		h.report.add(Row{Scenario: ScenarioFloor, Metric: "run vs partition drops only", Ours: fmtDur(ours), Baseline: fmtDur(h.floorTime),
-			Ratio: fmtRatio(f), Goal: "within 2×", Holds: verdict(f <= 2), Note: h.floorNote})
+		// The floor's DROP TABLE releases the files at its commit, so the run is counted with its release here.
+		withRelease := ours + release
+		f := withRelease.Seconds() / h.floorTime.Seconds()
+		h.report.add(Row{Scenario: ScenarioFloor, Metric: "run and release vs partition drops only", Ours: fmtDur(withRelease), Baseline: fmtDur(h.floorTime),
+			Ratio: fmtRatio(f), Goal: "within 2×", Holds: verdict(f <= 2),
+			Note: fmt.Sprintf("the run's %s and the %s until its release job had dropped the partitions it detached; baseline: %s", fmtDur(ours), fmtDur(release), h.floorNote)})
 	}
 	if !same {
 		return errors.New("the retention run and the baseline left different rows: " + detail)
 	}
 	return nil
+}
+
+// releasePollInterval is how often the harness looks whether the release job a run queued has ended.
+const releasePollInterval = 20 * time.Millisecond
+
+// waitReleased waits until the release job the run queued has completed and no detached partition waits, and
+// returns how long after the run's end (as timedRun saw it) River recorded that job's completion. It waits for the
+// job, not only for the detached tables to disappear from the catalog, because Postgres releases a dropped table's
+// files after its commit is visible, before it answers the job. (The harness and the service read one clock.)
+func (h *harness) waitReleased(ctx context.Context, db string, run *runDoc, ours time.Duration) (time.Duration, error) {
+	created, err := time.Parse(time.RFC3339Nano, run.CreatedAt)
+	if err != nil {
+		return 0, fmt.Errorf("run %s has no createdAt: %w", run.ID, err)
+	}
+	conn, err := h.pg.connect(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		var waiting int
+		var done *time.Time
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM detached_partitions)
+			+ (SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE '%\_gone%'),
+			(SELECT max(finalized_at) FROM river_job WHERE kind = 'retention_release' AND state = 'completed' AND created_at >= $1)`,
+			created).Scan(&waiting, &done); err != nil {
+			return 0, fmt.Errorf("wait for the release of detached partitions: %w", err)
+		}
+		if waiting == 0 && done != nil {
+			return max(done.Sub(created.Add(ours)), 0), nil
+		}
+		if err := sleepCtx(ctx, releasePollInterval); err != nil {
+			return 0, fmt.Errorf("%d detached tables, release job completed: %v: %w", waiting, done != nil, err)
+		}
+	}
 }
 
 // planShape returns the plan nodes of a statement, outermost first, as EXPLAIN (no ANALYZE) shows them.
