@@ -41,7 +41,7 @@ type Config struct {
 	// TickInterval is how often the scheduler looks for a due slot. Default 1 minute.
 	TickInterval time.Duration
 	// ReleaseInterval is how often a replica drops detached partitions that no run's release job dropped (a crash
-	// in between), and it does so when it starts. Default 1 hour.
+	// in between) and that were detached at least 10 minutes before; it does so when it starts too. Default 1 hour.
 	ReleaseInterval time.Duration
 	Sweep           retention.SweepConfig
 	Logger          *slog.Logger

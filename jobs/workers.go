@@ -83,7 +83,7 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	}
 	s.cfg.Logger.InfoContext(ctx, "retention: run job done", slog.String("run_id", plan.Sweep.RunID),
 		slog.Duration("fan_out", time.Since(start)))
-	s.queueRelease(ctx)
+	s.queueRelease(ctx, plan.Sweep.RunID)
 	return nil
 }
 
@@ -91,15 +91,23 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 // after the run job's part, so that the file system's work does not slow the walk; a failure to queue it only
 // delays the release until the periodic one. A run that detached nothing queues it too: it costs one query, and
 // whoever watches the run can wait for it alike.
-func (s *Service) queueRelease(ctx context.Context) {
-	if _, err := s.client.Insert(ctx, releaseArgs{}, nil); err != nil {
+func (s *Service) queueRelease(ctx context.Context, runID string) {
+	if _, err := s.client.Insert(ctx, releaseArgs{RunID: runID}, nil); err != nil {
 		s.cfg.Logger.WarnContext(ctx, "retention: release of detached partitions not queued", slog.Any("error", err))
 	}
 }
 
 // releaseArgs is the job that drops the tables of detached partitions (retention.Sweeper.ReleaseDetached): queued
-// by a run that detached some, and periodically for any that a crash left.
-type releaseArgs struct{}
+// by every run job once its part is done, and periodically for any that a crash left.
+type releaseArgs struct {
+	// RunID names the run that queued the job, which drops every detached table; the periodic job has none, and
+	// drops only tables detached at least releaseLeftoverAge ago, so that it never frees files beside a run that is
+	// still walking (its own job will).
+	RunID string `json:"run_id,omitempty"`
+}
+
+// releaseLeftoverAge is how long ago a table must have been detached for the periodic release to drop it.
+const releaseLeftoverAge = 10 * time.Minute
 
 // Kind implements river.JobArgs.
 func (releaseArgs) Kind() string { return "retention_release" }
@@ -109,8 +117,12 @@ type releaseWorker struct {
 	s *Service
 }
 
-func (w *releaseWorker) Work(ctx context.Context, _ *river.Job[releaseArgs]) error {
-	_, err := w.s.sweeper.ReleaseDetached(ctx)
+func (w *releaseWorker) Work(ctx context.Context, job *river.Job[releaseArgs]) error {
+	by := w.s.store.Now()
+	if job.Args.RunID == "" {
+		by = by.Add(-releaseLeftoverAge)
+	}
+	_, err := w.s.sweeper.ReleaseDetached(ctx, by)
 	return err
 }
 

@@ -302,28 +302,31 @@ func markPartsSucceeded(ctx context.Context, tx pgx.Tx, runID string, parts []op
 	return nil
 }
 
-// recordExpires sets lastCompleted of the datasets' stores and writes their Expire events, an org's events in one
-// append.
+// recordExpires sets lastCompleted of the datasets' stores and then writes their Expire events, an org's events in
+// one append: last, so that each org's chain head stays locked only for the rest of the transaction.
 func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, now time.Time) error {
 	var ids, stores []string
-	var events []*audit.Event
-	for i, p := range parts {
-		if p.dryRun {
-			continue
-		}
-		ids, stores = append(ids, p.datasetID), append(stores, p.store)
-		events = append(events, expireEvent(runID, p.datasetID, p.finishedPart, jobs.StatusSucceeded, "", now))
-		if i == len(parts)-1 || parts[i+1].org != p.org {
-			if err := appendAuditEvents(ctx, tx, events); err != nil {
-				return err
-			}
-			events = events[:0]
+	for _, p := range parts {
+		if !p.dryRun {
+			ids, stores = append(ids, p.datasetID), append(stores, p.store)
 		}
 	}
 	if _, err := tx.Exec(ctx, `UPDATE row_expirations e SET last_completed_at = $3
 		FROM unnest($1::text[], $2::text[]) AS c (dataset_id, store) WHERE e.dataset_id = c.dataset_id AND e.store = c.store`,
 		ids, stores, now); err != nil {
 		return fmt.Errorf("set lastCompleted of run %s: %w", runID, err)
+	}
+	var events []*audit.Event
+	for i, p := range parts {
+		if !p.dryRun {
+			events = append(events, expireEvent(runID, p.datasetID, p.finishedPart, jobs.StatusSucceeded, "", now))
+		}
+		if i == len(parts)-1 || parts[i+1].org != p.org {
+			if err := appendAuditEvents(ctx, tx, events); err != nil {
+				return err
+			}
+			events = events[:0]
+		}
 	}
 	return nil
 }

@@ -258,8 +258,9 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 			b.requirePreviewsExact(t, ids[:3], before, history, grace)
 
 			// A partition detached by a run that stopped before dropping it goes with this sweep's drops.
-			_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE lake_rows_p200001_gone1 (LIKE lake_rows);
-				INSERT INTO detached_partitions VALUES ('lake_rows_p200001_gone1', now())`)
+			_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE lake_rows_p200001_gone1 (LIKE lake_rows)`)
+			require.NoError(t, err)
+			_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO detached_partitions VALUES ('lake_rows_p200001_gone1', $1)`, b.now.Add(-time.Hour))
 			require.NoError(t, err)
 			runID := "00000000-0000-0000-0000-00000000000" + fmt.Sprint(seed)
 			removed := b.sweep(t, runID, grace, seed%3 != 0)
@@ -516,7 +517,7 @@ func (b *sweepBundle) startRun(t *testing.T, runID string, grace retention.Perio
 // release drops the tables the sweeps detached, as the release job a run queues does, and returns how many.
 func (b *sweepBundle) release(t *testing.T) int {
 	t.Helper()
-	n, err := b.sweeper.ReleaseDetached(context.Background())
+	n, err := b.sweeper.ReleaseDetached(context.Background(), b.now)
 	require.NoError(t, err)
 	return n
 }
@@ -540,6 +541,9 @@ func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM detached_partitions
 		WHERE name LIKE 'lake\_rows\_p202411\_gone%'`).Scan(&waiting))
 	require.Equal(t, 1, waiting, "the dropped partition's table waits for its release")
+	n, err := b.sweeper.ReleaseDetached(context.Background(), b.now.Add(-time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "a release of what was detached before a minute ago leaves it")
 
 	late := func(yield func(catalog.RawEvent) bool) {
 		yield(catalog.RawEvent{Line: 1, Data: []byte(`{"timestamp":"2024-10-10T00:00:00Z","_id":"late"}`)})

@@ -397,8 +397,8 @@ func (h *harness) waitReleased(ctx context.Context, db string, run *runDoc, ours
 		var done *time.Time
 		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM detached_partitions)
 			+ (SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE '%\_gone%'),
-			(SELECT max(finalized_at) FROM river_job WHERE kind = 'retention_release' AND state = 'completed' AND created_at >= $1)`,
-			created).Scan(&waiting, &done); err != nil {
+			(SELECT max(finalized_at) FROM river_job WHERE kind = 'retention_release' AND state = 'completed' AND args->>'run_id' = $1)`,
+			run.ID).Scan(&waiting, &done); err != nil {
 			return 0, fmt.Errorf("wait for the release of detached partitions: %w", err)
 		}
 		if waiting == 0 && done != nil {
