@@ -480,3 +480,43 @@ func TestRunMetrics(t *testing.T) {
 	require.Positive(t, got["retention_dataset_last_success_timestamp_seconds"])
 	require.EqualValues(t, 7, got["retention_datasets_overdue"])
 }
+
+// TestStartupReleaseDropsOnlyOldLeftovers checks the release a replica queues when it starts: it drops a table a
+// crash left detached an hour ago, and leaves one detached a minute ago to the run that may still be walking.
+func TestStartupReleaseDropsOnlyOldLeftovers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	now := b.clock.Now()
+	for name, at := range map[string]time.Time{"lake_rows_p200001_gone1": now.Add(-time.Hour), "lake_rows_p200002_gone2": now.Add(-time.Minute)} {
+		_, err := b.db.Pool.Exec(ctx, `CREATE TABLE `+name+` (LIKE lake_rows)`)
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(ctx, `INSERT INTO detached_partitions (name, detached_at) VALUES ($1, $2)`, name, at)
+		require.NoError(t, err)
+	}
+	svc := b.replica(t, true, nil)
+	releases := jobEvents(t, []*jobs.Service{svc}, "retention_release")
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var done int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'retention_release'
+			AND state = 'completed'`).Scan(&done))
+		if done > 0 {
+			break
+		}
+		select {
+		case ev := <-releases:
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "the release job failed: %v", ev.Job.Errors)
+		case <-wait.Done():
+			t.Fatal("no release job completed after the replica started")
+		}
+	}
+	var listed []string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(name ORDER BY name) FROM detached_partitions`).Scan(&listed))
+	require.Equal(t, []string{"lake_rows_p200002_gone2"}, listed, "only the old leftover is dropped")
+	var tables []string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(relname::text ORDER BY relname) FROM pg_class
+		WHERE relkind = 'r' AND relname LIKE 'lake\_rows\_p20000%'`).Scan(&tables))
+	require.Equal(t, []string{"lake_rows_p200002_gone2"}, tables)
+}

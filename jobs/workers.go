@@ -64,11 +64,12 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 	}
 	start := time.Now()
 	placed, err := s.sweeper.SweepPlaced(ctx, plan.Sweep)
-	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Dropped.Datasets), len(placed.Dropped.Dropped))
-	s.metrics.removed(plan.Sweep.Store, totalRows(placed.Swept), 0)
+	dropped, walked := totalRows(placed.Dropped.Datasets), totalRows(placed.Swept)
+	s.metrics.removed(plan.Sweep.Store, dropped, len(placed.Dropped.Dropped))
+	s.metrics.removed(plan.Sweep.Store, walked, 0)
 	s.cfg.Logger.InfoContext(ctx, "retention: placed partitions swept", slog.String("run_id", plan.Sweep.RunID),
-		slog.Int("partitions_dropped", len(placed.Dropped.Dropped)), slog.Int64("rows_dropped", totalRows(placed.Dropped.Datasets)),
-		slog.Int("partitions_walked", len(placed.Walked)), slog.Int64("rows_walked", totalRows(placed.Swept)),
+		slog.Int("partitions_dropped", len(placed.Dropped.Dropped)), slog.Int64("rows_dropped", dropped),
+		slog.Int("partitions_walked", len(placed.Walked)), slog.Int64("rows_walked", walked),
 		slog.Duration("duration", time.Since(start)), slog.Any("error", err))
 	if err != nil {
 		if ctx.Err() != nil {

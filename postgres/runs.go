@@ -333,22 +333,11 @@ func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPar
 
 // finishPart records how one dataset's part ended, with its Expire event; a part already finished is left as it is.
 func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out jobs.Outcome, now time.Time) error {
-	var p finishedPart
-	err := tx.QueryRow(ctx, `
-SELECT rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at, COALESCE(d.name, '')
-FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
-WHERE rd.run_id = $1 AND rd.dataset_id = $2 AND rd.status IN ('pending', 'running') FOR UPDATE OF rd`, runID, datasetID).
-		Scan(&p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun, &p.evaluatedAt, &p.name)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
+	parts, err := lockOpenParts(ctx, tx, runID, []string{datasetID})
+	if err != nil || len(parts) == 0 {
 		return err
 	}
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(sum(rows_deleted), 0)::bigint, count(*) FILTER (WHERE dropped)
-		FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, datasetID).Scan(&p.rows, &p.dropped); err != nil {
-		return err
-	}
+	p := parts[0].finishedPart
 	status, errText := jobs.StatusSucceeded, ""
 	if out.Err != nil {
 		status, errText = jobs.StatusFailed, out.Err.Error()

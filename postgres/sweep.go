@@ -39,10 +39,11 @@ LEFT JOIN ttl_settings h ON h.id = st.setting_id`
 
 // inRemovalTx runs fn in a transaction that removes rows and commits without waiting for its WAL to reach disk
 // (synchronous_commit off): each batch of a run would otherwise wait for a flush of its own (26 ms for a
-// 1,500-block range of the benchmark's current month in psql, most of it the full-page images a walk writes). A crash may lose the last such commits, each whole: its rows come back with their
-// counters and without their ledger rows, as if it never ran, and the run's retry removes them again. The run's end,
-// which writes the audit events from the ledger, commits synchronously, and a flush carries every earlier commit of
-// the log with it, so no removal an audit event reports can be lost.
+// 1,500-block range of the benchmark's current month in psql, most of it the full-page images a walk writes). A
+// crash may lose the last such commits, each whole: its rows come back with their counters and without their ledger
+// rows, as if it never ran, and the run's retry removes them again. The run's end, which writes the audit events
+// from the ledger, commits synchronously, and a flush carries every earlier commit of the log with it, so no
+// removal an audit event reports can be lost.
 func (s *SweepStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
@@ -249,20 +250,6 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// countRemoved turns a CTE "gone" of deleted rows (dataset_id, setting_id) into the counter updates and the ledger
-// rows of partition $P, in the statement that deleted them, and returns the rows each dataset lost.
-func countRemoved(partition, runID, dropped, now string) string {
-	return `,
-counted AS (SELECT dataset_id, setting_id, count(*) AS n FROM gone GROUP BY dataset_id, setting_id),
-stats AS (
-    UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
-    WHERE st.partition_name = ` + partition + ` AND st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id),
-ledger AS (
-    INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
-    SELECT ` + runID + `, dataset_id, ` + partition + `, sum(n), ` + dropped + `, ` + now + ` FROM counted GROUP BY dataset_id)
-SELECT dataset_id, sum(n)::bigint FROM counted GROUP BY dataset_id`
-}
-
 // deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
 // delete, with its arguments ($1 is the dataset; the caller numbers its own from len(args)+1), and none=true when
 // no row can be deletable. Every row of a dataset deleted by the sweep's time goes; otherwise the expired rows
@@ -338,7 +325,7 @@ func hasOverrides(ctx context.Context, q querier, datasetID string, store catalo
 }
 
 // DeleteBatch implements retention.SweepStore. The batch, the counters and the ledger commit together, in one
-// statement.
+// transaction (recordRemoved).
 func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datasetID, partition string, limit int) (int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
@@ -347,22 +334,17 @@ func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datase
 		if err != nil || none {
 			return err
 		}
-		n := len(args)
 		query := fmt.Sprintf(`WITH gone AS (
     DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
-    RETURNING dataset_id, setting_id)`, table, table, cond, n+1) +
-			countRemoved(fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3), "false", fmt.Sprintf("$%d", n+4))
-		rows, err := tx.Query(ctx, query, append(args, limit, partition, sw.RunID, s.db.now())...)
+    RETURNING dataset_id, setting_id)`+countGone, table, table, cond, len(args)+1)
+		g, err := collectRemoved(tx.Query(ctx, query, append(args, limit)...))
 		if err != nil {
 			return err
 		}
-		var ds string
-		var removed int64
-		_, err = pgx.ForEachRow(rows, []any{&ds, &removed}, func() error {
-			total += removed
-			return nil
-		})
-		return err
+		for _, n := range g.rows {
+			total += n
+		}
+		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
@@ -426,9 +408,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 // and ledger row in the same transaction. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
-// Several workers may walk one partition, so the counters are updated in a statement of their own after the delete,
-// locked in key order: in the delete's statement their order would follow the plan, and two ranges holding rows of
-// the same datasets could lock them in opposite orders and deadlock.
+// Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
 func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
@@ -439,30 +419,22 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
            OR (r.ingested_at + $4::interval <= $3
                AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
 		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)") + `))
-    RETURNING r.dataset_id, r.setting_id)
-SELECT dataset_id, setting_id, count(*)::bigint FROM gone GROUP BY dataset_id, setting_id`
+    RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		deleted, err := deletedDatasets(ctx, tx, sw)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, query, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to), sw.At, sw.Grace.Interval(),
-			sweepScope(sw), deleted)
+		g, err := collectRemoved(tx.Query(ctx, query, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to), sw.At,
+			sw.Grace.Interval(), sweepScope(sw), deleted))
 		if err != nil {
 			return err
 		}
-		var g removedGroups
-		var ds string
-		var setting, n int64
-		if _, err := pgx.ForEachRow(rows, []any{&ds, &setting, &n}, func() error {
-			g.datasets, g.settings, g.rows = append(g.datasets, ds), append(g.settings, setting), append(g.rows, n)
-			out[ds] += n
-			return nil
-		}); err != nil || len(g.rows) == 0 {
-			return err
+		for i, ds := range g.datasets {
+			out[ds] += g.rows[i]
 		}
-		return recordRemovedInOrder(ctx, tx, partition, sw.RunID, s.db.now(), g)
+		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
@@ -473,12 +445,32 @@ SELECT dataset_id, setting_id, count(*)::bigint FROM gone GROUP BY dataset_id, s
 	return out, nil
 }
 
+// countGone ends a statement whose CTE "gone" deleted rows (dataset_id, setting_id): it returns how many of each
+// counter group went, for collectRemoved.
+const countGone = `
+SELECT dataset_id, setting_id, count(*)::bigint FROM gone GROUP BY dataset_id, setting_id`
+
 // removedGroups is what one delete removed from a partition, by counter group (dataset and setting), as parallel
 // slices for unnest.
 type removedGroups struct {
 	datasets []string
 	settings []int64
 	rows     []int64
+}
+
+// collectRemoved reads the groups a countGone statement returns.
+func collectRemoved(rows pgx.Rows, err error) (removedGroups, error) {
+	var g removedGroups
+	if err != nil {
+		return g, err
+	}
+	var ds string
+	var setting, n int64
+	_, err = pgx.ForEachRow(rows, []any{&ds, &setting, &n}, func() error {
+		g.datasets, g.settings, g.rows = append(g.datasets, ds), append(g.settings, setting), append(g.rows, n)
+		return nil
+	})
+	return g, err
 }
 
 // lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses.
@@ -496,9 +488,14 @@ stats AS (
 INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
 SELECT $5, dataset_id, $1, sum(n), false, $6 FROM c GROUP BY dataset_id`
 
-// recordRemovedInOrder subtracts what a delete removed from the partition's counters, taking their locks in key
-// order, and writes the ledger, in the delete's transaction.
-func recordRemovedInOrder(ctx context.Context, tx pgx.Tx, partition, runID string, now time.Time, g removedGroups) error {
+// recordRemoved subtracts what a delete removed from the partition's counters and writes the ledger, in the
+// delete's transaction. The counters are locked first, in key order, by a statement of their own: several workers
+// may walk one partition, and in the delete's statement the order of their locks would follow the plan, so two
+// ranges holding rows of the same datasets could take them in opposite orders and deadlock.
+func recordRemoved(ctx context.Context, tx pgx.Tx, partition, runID string, now time.Time, g removedGroups) error {
+	if len(g.rows) == 0 {
+		return nil
+	}
 	if _, err := tx.Exec(ctx, lockCountersInOrder, partition, g.datasets, g.settings); err != nil {
 		return fmt.Errorf("lock counters of %s: %w", partition, err)
 	}
