@@ -629,3 +629,50 @@ func (b *sweepBundle) ingestRound(t *testing.T, id string, round, n int, span ti
 	require.NoError(t, err)
 	require.Equal(t, n, res.Accepted)
 }
+
+// TestWalkJudgesImportedRowsByTheirHistory: a row imported with an ingestion time from before a TTL was lengthened
+// is stored under the longer TTL, so its placed expiry is still ahead, yet the shorter TTL expired it. The walk
+// judges a row by its placed expiry alone only where no earlier setting can have expired it (soleSettingSQL); this
+// one must be judged by its history, and go.
+func TestWalkJudgesImportedRowsByTheirHistory(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	b.now = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	ds := b.newDataset(t, "lengthened")
+	b.setTTL(t, ds, "P1M")
+	b.now = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.setTTL(t, ds, "P12M")
+	events := func(yield func(catalog.RawEvent) bool) {
+		for i, l := range []string{
+			`{"timestamp":"2024-06-20T00:00:00Z","_id":"imported","_ingestedAt":"2024-06-21T00:00:00Z"}`, // P1M expired it
+			`{"timestamp":"2024-06-05T00:00:00Z","_id":"due"}`,                                           // placed 2025-06-05
+			`{"timestamp":"2024-06-25T00:00:00Z","_id":"young"}`,                                         // placed 2025-06-25; P1M ended before it came
+		} {
+			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
+				return
+			}
+		}
+	}
+	res, err := b.rows.Ingest(context.Background(), b.caller, ds, events, catalog.IngestOptions{AllowIngestedAt: true})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Accepted)
+
+	b.now = time.Date(2025, 6, 15, 0, 0, 0, 0, time.UTC)
+	history := b.history(t)[ds]
+	for _, r := range b.allRows(t) {
+		require.Equal(t, r.id != "young", retention.Deletable(r.row, history, b.now, retention.Period{}), r.id)
+	}
+	runID := "00000000-0000-0000-0000-0000000000e1"
+	removed := b.sweep(t, runID, retention.Period{}, true)
+	require.Equal(t, int64(2), removed[ds])
+	var left []string
+	for _, r := range b.allRows(t) {
+		left = append(left, r.id)
+	}
+	require.Equal(t, []string{"young"}, left)
+	var walked int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(rows_deleted), 0)::bigint
+		FROM retention_deletions WHERE run_id = $1 AND partition_name = 'lake_rows_p202506' AND NOT dropped`, runID).Scan(&walked))
+	require.Equal(t, int64(2), walked, "the walk of June's partition removed both")
+	b.requireCountersExact(t)
+}

@@ -23,6 +23,9 @@ type Config struct {
 	Seed     uint64
 	// LoadWorkers is retentionctl load's -workers, and the number of COPY streams of the raw-COPY baseline.
 	LoadWorkers int
+	// RunTrials is how many times the retention run and its baseline DELETE are timed, each pair on its own copy of
+	// the data; the report takes the pair with the median ratio.
+	RunTrials int
 
 	// TTLRows is the size of the dataset whose TTL is shortened, then lengthened.
 	TTLRows int
@@ -86,7 +89,7 @@ func DefaultPGSettings() map[string]string {
 // DefaultConfig returns the sizes.
 func DefaultConfig() Config {
 	return Config{
-		Rows: 10_000_000, Datasets: 200, TTLs: []string{"P6M", "P12M", "P18M", "P24M", "P36M"}, Seed: 1, LoadWorkers: 2,
+		Rows: 10_000_000, Datasets: 200, TTLs: []string{"P6M", "P12M", "P18M", "P24M", "P36M"}, Seed: 1, LoadWorkers: 2, RunTrials: 3,
 		TTLRows:  1_000_000,
 		HTTPRows: 1_000_000, HTTPDatasets: 10, HTTPStreams: 2, HTTPBodyRows: 5000,
 		LoadConns: 4, LoadDuration: 10 * time.Second,
@@ -103,6 +106,7 @@ func SmokeConfig() Config {
 	c := DefaultConfig()
 	c.Smoke = true
 	c.Rows, c.Datasets = 50_000, 10
+	c.RunTrials = 1
 	c.TTLRows = 10_000
 	c.HTTPRows, c.HTTPDatasets, c.HTTPBodyRows = 10_000, 2, 2000
 	c.LoadConns, c.LoadDuration = 2, time.Second
@@ -116,13 +120,16 @@ func (c *Config) validate() error {
 	if c.Rows < 1 || c.Datasets < 1 || c.Datasets > c.Rows {
 		errs = append(errs, fmt.Errorf("-rows (%d) and -datasets (%d) must be positive, with no more datasets than rows", c.Rows, c.Datasets))
 	}
+	if c.RunTrials%2 == 0 {
+		errs = append(errs, fmt.Errorf("-run-trials must be odd, so that one trial is the median; got %d", c.RunTrials))
+	}
 	if len(c.TTLs) == 0 {
 		errs = append(errs, errors.New("-ttls must name at least one period"))
 	}
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"-load-workers", c.LoadWorkers}, {"-ttl-rows", c.TTLRows}, {"-http-rows", c.HTTPRows}, {"-http-datasets", c.HTTPDatasets},
+	}{{"-load-workers", c.LoadWorkers}, {"-run-trials", c.RunTrials}, {"-ttl-rows", c.TTLRows}, {"-http-rows", c.HTTPRows}, {"-http-datasets", c.HTTPDatasets},
 		{"-http-streams", c.HTTPStreams}, {"-http-body-rows", c.HTTPBodyRows}, {"-load-conns", c.LoadConns}, {"-api-conns", c.APIConns},
 		{"-pgbench-scale", c.PgbenchScale}, {"-pgbench-jobs", c.PgbenchJobs}, {"-preview-rows", c.PreviewRows}, {"-audit-events", c.AuditEvents}} {
 		if n.v < 1 {
@@ -170,6 +177,7 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	to := fs.String("to", "", "end of the events, exclusive, YYYY-MM-DD (default: now)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the generated rows")
 	fs.IntVar(&c.LoadWorkers, "load-workers", c.LoadWorkers, "retentionctl load -workers, and COPY streams of the raw-COPY baseline")
+	fs.IntVar(&c.RunTrials, "run-trials", c.RunTrials, "times the retention run and its baseline are timed, each on a copy of the data (the median is reported)")
 	fs.IntVar(&c.TTLRows, "ttl-rows", c.TTLRows, "rows of the dataset whose TTL changes")
 	fs.IntVar(&c.HTTPRows, "http-rows", c.HTTPRows, "rows posted through POST /dataSets/{id}/rows, per variant (with and without _id)")
 	fs.IntVar(&c.HTTPDatasets, "http-datasets", c.HTTPDatasets, "datasets those rows go to")
