@@ -244,10 +244,10 @@ func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs 
 		if err != nil {
 			return err
 		}
-		if err := markPartsSucceeded(ctx, tx, runID, parts, now); err != nil {
+		if err := markParts(ctx, tx, runID, parts, jobs.StatusSucceeded, "", nil, now); err != nil {
 			return err
 		}
-		if err := recordExpires(ctx, tx, runID, parts, now); err != nil {
+		if err := recordExpires(ctx, tx, runID, parts, jobs.StatusSucceeded, "", now); err != nil {
 			return err
 		}
 		end, err = finishRunIfDone(ctx, tx, runID, now)
@@ -290,36 +290,42 @@ ORDER BY rd.org_id, rd.dataset_id FOR UPDATE OF rd`, runID, datasetIDs)
 	return parts, nil
 }
 
-func markPartsSucceeded(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, now time.Time) error {
+// markParts records that the parts ended with one status and error; counted is what a dry run counted (nil
+// otherwise).
+func markParts(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, status, errText string, counted any, now time.Time) error {
 	ids := make([]string, 0, len(parts))
 	for _, p := range parts {
 		ids = append(ids, p.datasetID)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = 'succeeded', error = NULL, rows_counted = NULL,
-		finished_at = $3, started_at = COALESCE(started_at, $3) WHERE run_id = $1 AND dataset_id = ANY($2)`, runID, ids, now); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
+		finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = ANY($2)`,
+		runID, ids, status, errText, counted, now); err != nil {
 		return fmt.Errorf("finish parts of run %s: %w", runID, err)
 	}
 	return nil
 }
 
-// recordExpires sets lastCompleted of the datasets' stores and then writes their Expire events, an org's events in
-// one append: last, so that each org's chain head stays locked only for the rest of the transaction.
-func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, now time.Time) error {
+// recordExpires sets lastCompleted of the datasets' stores when their parts succeeded, and then writes their
+// Expire events, an org's events in one append: last, so that each org's chain head stays locked only for the rest
+// of the transaction. Dry runs leave both alone.
+func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, status, errText string, now time.Time) error {
 	var ids, stores []string
 	for _, p := range parts {
 		if !p.dryRun {
 			ids, stores = append(ids, p.datasetID), append(stores, p.store)
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE row_expirations e SET last_completed_at = $3
+	if status == jobs.StatusSucceeded && len(ids) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE row_expirations e SET last_completed_at = $3
 		FROM unnest($1::text[], $2::text[]) AS c (dataset_id, store) WHERE e.dataset_id = c.dataset_id AND e.store = c.store`,
-		ids, stores, now); err != nil {
-		return fmt.Errorf("set lastCompleted of run %s: %w", runID, err)
+			ids, stores, now); err != nil {
+			return fmt.Errorf("set lastCompleted of run %s: %w", runID, err)
+		}
 	}
 	var events []*audit.Event
 	for i, p := range parts {
 		if !p.dryRun {
-			events = append(events, expireEvent(runID, p.datasetID, p.finishedPart, jobs.StatusSucceeded, "", now))
+			events = append(events, expireEvent(runID, p.datasetID, p.finishedPart, status, errText, now))
 		}
 		if i == len(parts)-1 || parts[i+1].org != p.org {
 			if err := appendAuditEvents(ctx, tx, events); err != nil {
@@ -337,24 +343,18 @@ func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out job
 	if err != nil || len(parts) == 0 {
 		return err
 	}
-	p := parts[0].finishedPart
 	status, errText := jobs.StatusSucceeded, ""
 	if out.Err != nil {
 		status, errText = jobs.StatusFailed, out.Err.Error()
 	}
 	var counted any
-	if p.dryRun {
+	if parts[0].dryRun {
 		counted = out.Counted
 	}
-	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
-		finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = $2`,
-		runID, datasetID, status, errText, counted, now); err != nil {
+	if err := markParts(ctx, tx, runID, parts, status, errText, counted, now); err != nil {
 		return err
 	}
-	if p.dryRun {
-		return nil
-	}
-	return recordExpire(ctx, tx, runID, datasetID, p, status, errText, now)
+	return recordExpires(ctx, tx, runID, parts, status, errText, now)
 }
 
 type finishedPart struct {
@@ -365,16 +365,6 @@ type finishedPart struct {
 	evaluatedAt               time.Time
 	rows                      int64
 	dropped                   int
-}
-
-func recordExpire(ctx context.Context, tx pgx.Tx, runID, datasetID string, p finishedPart, status, errText string, now time.Time) error {
-	if status == jobs.StatusSucceeded {
-		if _, err := tx.Exec(ctx, `UPDATE row_expirations SET last_completed_at = $3 WHERE dataset_id = $1 AND store = $2`,
-			datasetID, p.store, now); err != nil {
-			return err
-		}
-	}
-	return writeAuditEvent(ctx, tx, expireEvent(runID, datasetID, p, status, errText, now))
 }
 
 // expireEvent is the Expire audit event of a dataset's part of a run: what the ledger says it removed.

@@ -341,9 +341,9 @@ type walkQueue struct {
 
 // planWalk adds the partitions to the queue, cut into block ranges of about four BatchSize rows rather than walked
 // in LIMIT batches, because a LIMIT batch scans again, from the partition's start, everything the batches before it
-// left; a range is read once. Rows stored after the plan was made lie beyond its last range and wait for the next run. In
-// the boundary partition about half the rows are expired, so a range deletes about two batches' worth, and the
-// per-statement cost (planning, counters, commit) is paid four times less often.
+// left; a range is read once. Rows stored after the plan was made lie beyond its last range and wait for the next
+// run. In the boundary partition about half the rows are expired, so a range deletes about two batches' worth, and
+// the per-statement cost (planning, counters, commit) is paid four times less often.
 func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string, cfg SweepConfig) error {
 	for _, part := range parts {
 		blocks, perBlock, err := w.Store.PartitionSize(ctx, part)
@@ -361,7 +361,8 @@ func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string, cf
 }
 
 func newWalkQueue() *walkQueue {
-	return &walkQueue{left: map[string]int{}, rows: map[string]int64{}, blocks: map[string]int64{}, swept: map[string]SweepResult{}}
+	return &walkQueue{left: map[string]int{}, rows: map[string]int64{}, blocks: map[string]int64{},
+		swept: map[string]SweepResult{}}
 }
 
 func (q *walkQueue) take() (blockRange, bool) {
