@@ -1,0 +1,327 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/postgres"
+)
+
+// secret signs the suite's tokens; the service under attack is started with it.
+const secret = "hostile-suite-secret-of-at-least-32-bytes"
+
+// binary is the retentiond the suite attacks, built once without -race: the race detector's memory and time
+// overhead would blur the memory and latency bounds the suite checks.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "hostile-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hostile:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "retentiond")
+	build := exec.Command("go", "build", "-o", binary, "github.com/acme/retention/cmd/retentiond")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "hostile: build retentiond:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// service is one retentiond process on a database of its own.
+type service struct {
+	URL string
+	// DB reaches the service's database directly, to check what an attack left behind.
+	DB  *postgres.DB
+	cmd *exec.Cmd
+	log *lockedBuffer
+}
+
+// start runs retentiond on a fresh migrated database and waits until it is ready. env adds or overrides variables
+// (NAME=value); the process is killed when the test ends.
+func start(t *testing.T, env ...string) *service {
+	t.Helper()
+	url := testdb.New(t)
+	db, err := postgres.Open(context.Background(), url, nil)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cmd := exec.Command(binary, "-addr", addr)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AUTH_HS256_SECRET="+secret, "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("retentiond log:\n%s", log.String())
+		}
+	})
+	s := &service{URL: "http://" + addr, DB: db, cmd: cmd, log: log}
+	s.waitReady(t)
+	return s
+}
+
+// waitReady polls /readyz: the process starts on its own clock, so there is no event to wait on instead.
+func (s *service) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "retentiond not ready within 60s:\n%s", s.log.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ready reports whether /readyz answers 200 within two seconds.
+func (s *service) ready() bool {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(s.URL + "/readyz")
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// peakRSS is the process's peak resident set size so far (VmHWM), in bytes.
+func (s *service) peakRSS(t *testing.T) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	require.NoError(t, err)
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+// tenant is a caller of one org and sandbox with a token of the given scopes.
+type tenant struct {
+	svc     *service
+	Org     string
+	Sandbox string
+	token   string
+	client  *http.Client
+}
+
+// allScopes are every scope a dataset owner has.
+var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}
+
+// tenant returns a caller of org in sandbox prod, with scopes (every scope when none are given).
+func (s *service) tenant(t *testing.T, org string, scopes ...string) *tenant {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = allScopes
+	}
+	token, err := httpapi.MintToken(secret, httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "user@" + org, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Org:              org, ClientID: "hostile-suite", Scope: strings.Join(scopes, " "),
+	})
+	require.NoError(t, err)
+	return &tenant{svc: s, Org: org, Sandbox: "prod", token: token, client: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// request builds a request with the gateway headers; a JSON body gets its content type unless headers set one.
+func (tn *tenant) request(t *testing.T, method, path string, body io.Reader, headers ...string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, tn.svc.URL+path, body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tn.token)
+	req.Header.Set("x-api-key", "hostile")
+	req.Header.Set("x-gw-ims-org-id", tn.Org)
+	req.Header.Set("x-sandbox-name", tn.Sandbox)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req
+}
+
+// do sends a request and returns its status and whole body. headers are name, value pairs.
+func (tn *tenant) do(t *testing.T, method, path, body string, headers ...string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	resp, err := tn.client.Do(tn.request(t, method, path, r, headers...))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+// createDataset creates a time-series dataset named name and returns its id.
+func (tn *tenant) createDataset(t *testing.T, name string) string {
+	t.Helper()
+	status, body := tn.do(t, http.MethodPost, "/dataSets", fmt.Sprintf(`{"name":%q}`, name))
+	require.Equal(t, http.StatusCreated, status, "create dataset: %s", body)
+	var refs []string
+	require.NoError(t, json.Unmarshal(body, &refs))
+	require.Len(t, refs, 1)
+	return strings.TrimPrefix(refs[0], "@/dataSets/")
+}
+
+// ingest posts NDJSON lines to a dataset and returns the decoded answer.
+func (tn *tenant) ingest(t *testing.T, id string, lines ...string) ingestAnswer {
+	t.Helper()
+	status, body := tn.do(t, http.MethodPost, "/dataSets/"+id+"/rows", strings.Join(lines, "\n"), "Content-Type", "application/x-ndjson")
+	require.Equal(t, http.StatusOK, status, "ingest: %s", body)
+	var a ingestAnswer
+	require.NoError(t, json.Unmarshal(body, &a))
+	return a
+}
+
+// ingestAnswer is the answer to POST /dataSets/{id}/rows.
+type ingestAnswer struct {
+	Accepted int `json:"accepted"`
+	Rejected int `json:"rejected"`
+	Errors   []struct {
+		Line   int    `json:"line"`
+		Reason string `json:"reason"`
+	} `json:"errors"`
+}
+
+// victim is an org minding its own business beside an attack: one dataset of victimRows recent rows.
+type victim struct {
+	*tenant
+	Dataset string
+	// baseline is the median latency of the victim's row read before the attack.
+	baseline time.Duration
+}
+
+const victimRows = 10
+
+// newVictim creates the victim's dataset and rows and measures its read latency before any attack.
+func newVictim(t *testing.T, s *service) *victim {
+	t.Helper()
+	v := &victim{tenant: s.tenant(t, "VICTIM00000000000000000001@AdobeOrg")}
+	v.Dataset = v.createDataset(t, "victim-events")
+	now := time.Now().UTC()
+	lines := make([]string, victimRows)
+	for i := range lines {
+		lines[i] = fmt.Sprintf(`{"_id":"v%d","timestamp":%q,"n":%d}`, i, now.Add(-time.Duration(i)*time.Hour).Format(time.RFC3339), i)
+	}
+	require.Equal(t, victimRows, v.ingest(t, v.Dataset, lines...).Accepted)
+	v.baseline = v.readLatency(t, 15)
+	return v
+}
+
+// readLatency is the median over n reads of the victim's first five rows; each read must succeed.
+func (v *victim) readLatency(t *testing.T, n int) time.Duration {
+	t.Helper()
+	took := make([]time.Duration, n)
+	for i := range took {
+		start := time.Now()
+		status, body := v.do(t, http.MethodGet, "/dataSets/"+v.Dataset+"/rows?limit=5", "")
+		took[i] = time.Since(start)
+		require.Equal(t, http.StatusOK, status, "victim read: %s", body)
+	}
+	slices.Sort(took)
+	return took[n/2]
+}
+
+// noise is how far the victim's median read may move and still count as unchanged: twice the baseline plus 25 ms,
+// which absorbs a 2-core machine's scheduling jitter yet fails an attack that costs a read a table scan per
+// partition or a wait for a pooled connection.
+func (v *victim) noise() time.Duration { return 2*v.baseline + 25*time.Millisecond }
+
+// requireUnharmed fails the test unless checkUnharmed finds the victim unharmed.
+func (v *victim) requireUnharmed(t *testing.T) {
+	t.Helper()
+	require.NoError(t, v.checkUnharmed(t))
+}
+
+// checkUnharmed checks the victim after (or during) an attack: the service is ready, the victim's rows are all
+// there, and its reads are as fast as before within noise. A request that cannot be sent fails the test.
+func (v *victim) checkUnharmed(t *testing.T) error {
+	t.Helper()
+	if !v.svc.ready() {
+		return errors.New("/readyz must answer 200 while a tenant attacks")
+	}
+	status, body := v.do(t, http.MethodGet, "/dataSets/"+v.Dataset+"/rows?limit=100", "")
+	if status != http.StatusOK {
+		return fmt.Errorf("victim read answered %d: %s", status, body)
+	}
+	var page struct {
+		Embedded struct {
+			Rows []json.RawMessage `json:"rows"`
+		} `json:"_embedded"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		return fmt.Errorf("victim read: %w", err)
+	}
+	if len(page.Embedded.Rows) != victimRows {
+		return fmt.Errorf("the victim has %d of its %d rows: %s", len(page.Embedded.Rows), victimRows, body)
+	}
+	if after := v.readLatency(t, 15); after > v.noise() {
+		return fmt.Errorf("victim's read median went from %s to %s (noise bound %s)", v.baseline, after, v.noise())
+	}
+	return nil
+}
+
+// lockedBuffer collects a process's output from its two streams.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
