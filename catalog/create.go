@@ -20,6 +20,9 @@ var createFields = []string{"classification", "description", "name", "schemaRef"
 // its value and the rule.
 func ParseCreate(body map[string]any) (DatasetCreate, error) {
 	var create DatasetCreate
+	if _, err := normalizeValue("", body); err != nil {
+		return create, err
+	}
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(createFields, key) {
 			if _, ok := serviceOwned[key]; ok {
@@ -56,7 +59,8 @@ func ParseCreate(body map[string]any) (DatasetCreate, error) {
 		}
 		create.SchemaRef = ref
 	}
-	return create, nil
+	written := []string{"description", "tags", "schemaRef"}
+	return create, checkDocumentSize(documentParts(create.Description, create.Tags, nil, create.SchemaRef), written, 0)
 }
 
 func parseName(raw any) (string, error) {

@@ -47,6 +47,9 @@ var rowExpirationOwned = []string{
 // field by its dotted path, its value and the rule.
 func ParsePatch(body map[string]any) (*Patch, error) {
 	p := &Patch{}
+	if _, err := normalizeValue("", body); err != nil {
+		return nil, err
+	}
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if err := p.parseTop(key, body[key]); err != nil {
 			return nil, err
@@ -265,10 +268,32 @@ func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, n
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkPatchedSize(ds, next, p); err != nil {
+		return nil, nil, err
+	}
 	next.Version++
 	next.Updated = now
 	next.UpdatedUser = c.User
 	return next, change, nil
+}
+
+// checkPatchedSize keeps the patched document within MaxDocumentBytes, naming the largest part the patch wrote.
+func checkPatchedSize(before, after *Dataset, p *Patch) error {
+	_, was, err := documentSize(documentParts(before.Description, before.Tags, before.Extensions, before.SchemaRef))
+	if err != nil {
+		return err
+	}
+	var written []string
+	if p.SetDescription {
+		written = append(written, "description")
+	}
+	if len(p.Tags) > 0 {
+		written = append(written, "tags")
+	}
+	if len(p.Extensions) > 0 {
+		written = append(written, "extensions")
+	}
+	return checkDocumentSize(documentParts(after.Description, after.Tags, after.Extensions, after.SchemaRef), written, was)
 }
 
 // ErrNotTimeSeries is the EINVALID error for a row-expiration request on a dataset that is not time-series.

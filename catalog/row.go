@@ -60,6 +60,14 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	if dec.More() {
 		return in, rowErr("", "the event must be a single JSON object")
 	}
+	// Before anything is read from it: decoding has already turned bytes that are not UTF-8 into U+FFFD, and the
+	// _id must be the one sent, never a lookalike that merges two rows.
+	if err := CheckJSONText(raw, "the event"); err != nil {
+		return in, err
+	}
+	if _, err := normalizeValue("", obj); err != nil {
+		return in, err
+	}
 	var err error
 	if in.Timestamp, err = rc.parseTimestamp(obj); err != nil {
 		return in, err
@@ -80,6 +88,9 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 		return in, rowErr("", "the event's fields could not be encoded")
 	}
 	in.PayloadSize = len(in.Payload)
+	if in.PayloadSize > MaxRowPayloadBytes {
+		return in, rowErr("", "the event's fields take %d bytes as stored (numbers written out in full); an event keeps at most %d", in.PayloadSize, MaxRowPayloadBytes)
+	}
 	return in, nil
 }
 

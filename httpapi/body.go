@@ -65,6 +65,10 @@ func readJSONObject(c echo.Context) (map[string]any, error) {
 		return nil, &catalog.Error{Code: catalog.EINVALID, Type: "invalid-type", Field: "body",
 			Message: "the request body must be a JSON object"}
 	}
+	// Decoding has turned bytes that are not UTF-8 into U+FFFD: refuse them rather than store a lookalike.
+	if err := catalog.CheckJSONText(body, "body"); err != nil {
+		return nil, err
+	}
 	return obj, nil
 }
 

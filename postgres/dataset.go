@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,15 +33,37 @@ const scopeCondition = `d.org_id = $1 AND d.sandbox_name = $2 AND d.deleted_at I
 func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
 	var ds catalog.Dataset
 	var behavior, managedBy string
+	var schemaRef, extensions []byte
 	err := row.Scan(&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
-		&ds.SchemaRef, &ds.Extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
+		&schemaRef, &extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
 		&ds.CreatedClient)
 	if err != nil {
 		return nil, err
 	}
+	if ds.SchemaRef, err = decodeDocument(schemaRef); err != nil {
+		return nil, fmt.Errorf("stored schemaRef of dataset %s: %w", ds.ID, err)
+	}
+	if ds.Extensions, err = decodeDocument(extensions); err != nil {
+		return nil, fmt.Errorf("stored extensions of dataset %s: %w", ds.ID, err)
+	}
 	ds.Classification = catalog.Classification{DataBehavior: catalog.DataBehavior(behavior), ManagedBy: catalog.ManagedBy(managedBy)}
 	ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
 	return &ds, nil
+}
+
+// decodeDocument decodes a jsonb object with its numbers as json.Number. pgx would decode it into float64s, which
+// rounds 9007199254740993 and fails on a number past float64's range, and every read of the dataset with it.
+func decodeDocument(raw []byte) (map[string]any, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }
 
 const selectRowExpirations = `
