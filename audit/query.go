@@ -162,6 +162,9 @@ func ParseQuery(p Params) (Query, error) {
 // ParseFilter parses one property term, FIELD OP VALUE[,VALUE…], such as action==Create,Update or
 // timestamp>2025-01-01T00:00:00Z.
 func ParseFilter(term string) (Filter, error) {
+	if err := catalog.CheckText("property", term); err != nil {
+		return Filter{}, err
+	}
 	i := 0
 	for i < len(term) && (term[i] >= 'a' && term[i] <= 'z' || term[i] >= 'A' && term[i] <= 'Z') {
 		i++
@@ -321,6 +324,14 @@ func decodeQueryID(id string) (Params, error) {
 	v, err := url.ParseQuery(encoded)
 	if err != nil {
 		return Params{}, bad
+	}
+	// A queryId is the client's to forge: what it decodes to must pass the checks a query parameter passes.
+	for _, values := range v {
+		for _, value := range values {
+			if catalog.CheckText("queryId", value) != nil {
+				return Params{}, bad
+			}
+		}
 	}
 	return Params{Property: v["property"], OrderBy: v.Get("orderBy"), Limit: v.Get("limit")}, nil
 }

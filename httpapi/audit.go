@@ -28,7 +28,7 @@ func (s *Server) registerAudit(e *echo.Echo) {
 	}
 	read := requireScope(catalog.ScopeAuditRead)
 	for _, prefix := range []string{"", auditPrefix} {
-		g := e.Group(prefix, s.authenticate)
+		g := e.Group(prefix, s.authenticate, s.checkParams)
 		g.GET("/audit/events", s.listAuditEvents, read)
 		g.GET("/audit/export", s.exportAuditEvents, read)
 		g.GET("/audit/verify", s.verifyAudit, read)

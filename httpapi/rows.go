@@ -283,6 +283,9 @@ func decodeCursor(v string) (catalog.RowCursor, error) {
 	if !ok {
 		return catalog.RowCursor{}, errors.New("no separator")
 	}
+	if err := catalog.CheckText("cursor", id); err != nil {
+		return catalog.RowCursor{}, err
+	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
 	return catalog.RowCursor{Timestamp: t, ID: id}, err
 }
@@ -292,10 +295,7 @@ func (s *Server) deleteRow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rowID, err := url.PathUnescape(c.Param("rowId"))
-	if err != nil {
-		return catalog.Invalid("invalid-parameter", "rowId", "the row id in the path is not valid percent-encoding")
-	}
+	rowID := c.Param("rowId") // decoded once, by checkParams
 	if err := s.rows.DeleteRow(c.Request().Context(), caller(c), id, rowID); err != nil {
 		return err
 	}

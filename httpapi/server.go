@@ -71,6 +71,7 @@ func New(cfg Config) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.Pre(routeOnEscapedPath)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
 	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware)
 
@@ -78,7 +79,7 @@ func New(cfg Config) *Server {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 	for _, prefix := range []string{"", adobePrefix} {
-		s.routes(e.Group(prefix, s.authenticate))
+		s.routes(e.Group(prefix, s.authenticate, s.checkParams))
 	}
 	s.registerAudit(e)
 	return s
