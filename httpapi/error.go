@@ -53,6 +53,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 
 func (s *Server) problemFor(err error, c echo.Context) Problem {
 	requestID := c.Response().Header().Get(echo.HeaderXRequestID)
+	if s.translateError != nil {
+		err = s.translateError(err)
+	}
 	var he *echo.HTTPError
 	if errors.As(err, &he) {
 		return echoProblem(he, requestID)

@@ -69,7 +69,7 @@ func setup(t testing.TB) *testBundle {
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}),
 		NextRun: func(catalog.Store) *time.Time { t := testNextRun; return &t },
-		Ready:   db.Ready, Registry: prometheus.NewRegistry(),
+		Ready:   db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		ChunkCommitted: func(n int) {
 			select {
 			case b.chunks <- n:

@@ -40,6 +40,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// ChunkCommitted, when set, is told of every ingestion chunk committed; tests use it to watch streaming.
 	ChunkCommitted func(rows int)
+	// TranslateError, when set, turns a storage error that reached the API untranslated into a domain error
+	// (postgres.TranslateError): a safety net under the services' own translation, so that a value the database
+	// refuses is a 400 and not a 500.
+	TranslateError func(error) error
 }
 
 // Server is the HTTP API.
@@ -57,13 +61,14 @@ type Server struct {
 	metrics  *httpMetrics
 
 	chunkCommitted func(rows int)
+	translateError func(error) error
 }
 
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
-		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
+		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

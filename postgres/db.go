@@ -135,10 +135,13 @@ func (db *DB) Ready(ctx context.Context) error {
 // SQLSTATE codes the adapter translates.
 const (
 	uniqueViolation = "23505"
+	// dataException is the class of SQLSTATEs for a value the database cannot store or compare: text holding
+	// U+0000 or bytes that are not UTF-8 (22021, 22P05), a number out of range (22003), and the like.
+	dataException = "22"
 )
 
-// translate turns driver errors into catalog errors: no rows means not found, a unique violation a conflict.
-// Everything else stays as it is and surfaces as an internal error.
+// translate turns driver errors into catalog errors: no rows means not found, a unique violation a conflict, a
+// data exception a bad value. Everything else stays as it is and surfaces as an internal error.
 func translate(err error, notFound string) error {
 	if err == nil {
 		return nil
@@ -149,6 +152,22 @@ func translate(err error, notFound string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return catalog.Errorf(catalog.ECONFLICT, "%s", pgErr.Detail)
+	}
+	return TranslateError(err)
+}
+
+// TranslateError turns a data exception (SQLSTATE class 22) anywhere in err into an EINVALID error, and returns
+// any other error as it is. The domain's rules refuse such values earlier, naming the field; this is the net under
+// them, which the API applies to every error it answers, so that a value the database refuses is the client's
+// 400 and never a 500.
+func TranslateError(err error) error {
+	var domain *catalog.Error
+	if errors.As(err, &domain) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, dataException) {
+		return catalog.Invalid("invalid-value", "", "the request holds a value the database cannot store or compare: %s", pgErr.Message)
 	}
 	return err
 }

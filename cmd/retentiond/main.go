@@ -164,7 +164,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	}
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: auditLog, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
-		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+		TranslateError: postgres.TranslateError,
 	})
 	return listen(ctx, cfg, api, logger)
 }
