@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
@@ -60,19 +61,59 @@ func (s *Server) ingestRows(c echo.Context) error {
 	body := http.MaxBytesReader(c.Response(), req.Body, MaxRowsBody)
 	events, readErr := readEvents(body, kind)
 	res, err := s.rows.Ingest(req.Context(), caller(c), id, events, catalog.IngestOptions{ChunkCommitted: s.chunkCommitted})
+	if err == nil {
+		err = bodyError(*readErr)
+	}
 	if err != nil {
-		return err
+		return s.ingestFailed(c, res, err)
 	}
-	var tooLarge *http.MaxBytesError
-	if errors.As(*readErr, &tooLarge) {
-		return catalog.Errorf(catalog.ETOOLARGE,
-			"the body is over the %d-byte limit; the %d rows before the limit were stored, nothing after it", MaxRowsBody, res.Accepted)
-	}
+	return c.JSON(http.StatusOK, newIngestResponse(res))
+}
+
+func newIngestResponse(res *catalog.IngestResult) ingestResponse {
 	out := ingestResponse{Accepted: res.Accepted, Rejected: res.Rejected, ExpiredOnArrival: res.ExpiredOnArrival, Errors: []lineError{}}
 	for _, e := range res.Errors {
 		out.Errors = append(out.Errors, lineError{Line: e.Line, Reason: e.Reason})
 	}
-	return c.JSON(http.StatusOK, out)
+	return out
+}
+
+// bodyError is the error an ingestion answers for a body that could not be read to its end: over the size limit,
+// or not a whole JSON array. A broken connection is nobody's to answer.
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	var domain *catalog.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return catalog.Errorf(catalog.ETOOLARGE, "the body is over the %d-byte limit of an ingestion", MaxRowsBody)
+	case errors.As(err, &domain):
+		return err
+	}
+	return nil
+}
+
+// ingestProblem is the answer to an ingestion that failed after it had stored rows: the problem, and what was
+// committed before it, in the fields of a successful answer, so that a client knows what to send again.
+type ingestProblem struct {
+	Problem
+	ingestResponse
+}
+
+// ingestFailed answers an ingestion that stopped on err. Chunks commit as the body streams in, so a failure may
+// come after rows were stored: the answer then says how many, whatever its status, and never a bare error.
+func (s *Server) ingestFailed(c echo.Context, res *catalog.IngestResult, err error) error {
+	if res == nil || res.Accepted+res.Rejected == 0 {
+		return err
+	}
+	p := s.problemFor(err, c)
+	if p.Status >= http.StatusInternalServerError {
+		s.logger.ErrorContext(c.Request().Context(), "ingestion failed after committing rows",
+			slog.String("request_id", p.RequestID), slog.Int("rows_committed", res.Accepted), slog.Any("error", err))
+	}
+	p.Detail += fmt.Sprintf(" Before this, %d rows of the body were stored and stay stored, and %d lines were rejected; nothing after it was read.",
+		res.Accepted, res.Rejected)
+	c.Response().Header().Set(echo.HeaderContentType, problemContentType)
+	return c.JSON(p.Status, ingestProblem{Problem: p, ingestResponse: newIngestResponse(res)})
 }
 
 func rowsContentType(c echo.Context) (string, error) {
@@ -141,26 +182,37 @@ func readLine(r *bufio.Reader) ([]byte, bool, error) {
 func arrayEvents(body io.Reader, readErr *error) iter.Seq[catalog.RawEvent] {
 	return func(yield func(catalog.RawEvent) bool) {
 		dec := json.NewDecoder(body)
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		broken := func(err error, format string, args ...any) {
 			if isReadError(err) {
 				*readErr = err
+				return
 			}
-			yield(catalog.RawEvent{Line: 1, Err: catalog.Errorf(catalog.EINVALID, "an application/json body must be a JSON array of events")})
+			*readErr = catalog.Invalid("malformed-json", "body", format, args...)
+		}
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			broken(err, "an application/json body must be a JSON array of events")
 			return
 		}
-		for i := 1; dec.More(); i++ {
+		n := 0
+		for dec.More() {
 			var raw json.RawMessage
 			if err := dec.Decode(&raw); err != nil {
-				if isReadError(err) {
-					*readErr = err
-				}
 				// A syntax error leaves the decoder lost: the rest of the array cannot be read.
-				yield(catalog.RawEvent{Line: i, Err: catalog.Errorf(catalog.EINVALID, "element %d and everything after it is not valid JSON: %v", i, err)})
+				broken(err, "element %d of the array and everything after it is not valid JSON: %v", n+1, jsonErrorText(err))
 				return
 			}
-			if !yield(catalog.RawEvent{Line: i, Data: raw}) {
+			n++
+			if !yield(catalog.RawEvent{Line: n, Data: raw}) {
 				return
 			}
+		}
+		// More also says no at the end of the body: only a bracket closes the array, else the body was cut short.
+		if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
+			broken(err, "the JSON array of events is not closed: the body ends after element %d without ]", n)
+			return
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			broken(err, "the body goes on after the ] that closes its array of events")
 		}
 	}
 }

@@ -257,7 +257,25 @@ const datasetLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('rows:' ||
 
 var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload"}
 
+// datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
+// conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
+// waited for a delete sees it. No chunk commits after a delete has answered.
+const datasetLiveSQL = `SELECT deleted_at IS NULL FROM datasets WHERE id = $1 FOR KEY SHARE`
+
+// errDeletedWhileIngesting stops an ingestion whose dataset was deleted under it.
+func errDeletedWhileIngesting(id string) error {
+	return &catalog.Error{Code: catalog.ECONFLICT, Type: "dataset-deleted", Field: "id",
+		Message: fmt.Sprintf("dataset %s was deleted while this body was being ingested; ingestion stopped there, and the rows stored before it go with the dataset", id)}
+}
+
 func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+	var live bool
+	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live); err != nil {
+		return fmt.Errorf("check dataset %s: %w", t.ds.ID, err)
+	}
+	if !live {
+		return errDeletedWhileIngesting(t.ds.ID)
+	}
 	if _, err := tx.Exec(ctx, datasetLockSQL, t.ds.ID); err != nil {
 		return err
 	}
