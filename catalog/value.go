@@ -22,7 +22,7 @@ const (
 	MaxNumberDigits = 1000
 	// MaxDocumentBytes bounds a dataset's own document, its description, tags, extensions and schemaRef as JSON
 	// with numbers written out in full. Every listing returns up to 100 of them, so this caps a listing at about
-	// 6.4 MB; Adobe's own dataset documents are a few KiB.
+	// 6.4 MB, while the datasets of Adobe's API reference are under 1 KiB each.
 	MaxDocumentBytes = 64 << 10
 	// MaxRowPayloadBytes bounds an event's fields as stored, numbers written out in full: the size of the longest
 	// line an ingestion reads, so that a line cannot grow in storage past what it could have been sent as.
@@ -206,7 +206,7 @@ func printable(s string) bool {
 func normalizeValue(path string, v any) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return x, checkText(path, x)
+		return x, CheckText(path, x)
 	case json.Number:
 		n, err := CanonicalNumber(string(x))
 		if err != nil {
@@ -222,7 +222,7 @@ func normalizeValue(path string, v any) (any, error) {
 		for _, k := range slices.Sorted(maps.Keys(x)) {
 			e := x[k]
 			p := childPath(path, k)
-			if err := checkText(p, k); err != nil {
+			if err := CheckText(p, k); err != nil {
 				return nil, err
 			}
 			n, err := normalizeValue(p, e)
@@ -243,8 +243,10 @@ func normalizeValue(path string, v any) (any, error) {
 	return v, nil
 }
 
-// checkText refuses text Postgres cannot store: U+0000, and bytes that are not UTF-8.
-func checkText(field, s string) error {
+// CheckText returns an EINVALID error naming field when s is text the service cannot store or compare: it holds
+// U+0000, which Postgres text cannot hold, or bytes that are not UTF-8. Every string of a document or event, and
+// every query and path parameter, goes through it before it reaches SQL.
+func CheckText(field, s string) error {
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		return Invalid("nul-character", field, "%s holds the character U+0000 (NUL) at byte %d, which Postgres text cannot hold", field, i)
 	}
@@ -253,10 +255,6 @@ func checkText(field, s string) error {
 	}
 	return nil
 }
-
-// CheckText returns an EINVALID error naming field when s is text the service cannot store or compare: it holds
-// U+0000 or bytes that are not UTF-8. Every query and path parameter goes through it before it reaches SQL.
-func CheckText(field, s string) error { return checkText(field, s) }
 
 // CanonicalNumber returns a JSON number literal written out in full, as Postgres' numeric keeps it and jsonb returns
 // it: no exponent, as many digits after the point as the literal had less its exponent, and no sign on zero (1e2 →
