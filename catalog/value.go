@@ -202,45 +202,114 @@ func printable(s string) bool {
 
 // normalizeValue checks a decoded JSON value (numbers as json.Number) against the rules of what the service stores,
 // and returns it with every number in the form Postgres keeps (CanonicalNumber), so that what a write answers is
-// what a read shows. Objects and arrays are changed in place. path names the value in errors.
-func normalizeValue(path string, v any) (any, error) {
+// what a read shows. Objects and arrays are changed in place. root names the value in errors.
+func normalizeValue(root string, v any) (any, error) {
+	n, _, bad := normalize(v)
+	if bad != nil {
+		return nil, bad.at(root)
+	}
+	return n, nil
+}
+
+// badValue is a refused value inside a document. Every event of an ingestion is walked, so the path to the value is
+// built only once one is refused, on the way out of the walk.
+type badValue struct {
+	steps []pathStep // from the value out to the root
+	err   func(field string) error
+}
+
+// pathStep is one step of a path: an object's key, or an array's index when index >= 0.
+type pathStep struct {
+	key   string
+	index int
+}
+
+func (b *badValue) under(step pathStep) *badValue {
+	b.steps = append(b.steps, step)
+	return b
+}
+
+func (b *badValue) at(root string) error {
+	field := root
+	for i := len(b.steps) - 1; i >= 0; i-- {
+		if s := b.steps[i]; s.index >= 0 {
+			field = indexPath(field, s.index)
+		} else {
+			field = childPath(field, s.key)
+		}
+	}
+	return b.err(field)
+}
+
+func badText(s string) *badValue {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return nil
+	}
+	return &badValue{err: func(field string) error { return CheckText(field, s) }}
+}
+
+// normalize is normalizeValue's walk: the value, whether it is a new one (a number rewritten; objects and arrays
+// are rewritten in place), or why it is refused.
+func normalize(v any) (any, bool, *badValue) {
 	switch x := v.(type) {
 	case string:
-		return x, CheckText(path, x)
+		return v, false, badText(x)
 	case json.Number:
 		n, err := CanonicalNumber(string(x))
 		if err != nil {
-			return nil, Invalid("number-out-of-range", path, "%s: %v", path, err)
+			return nil, false, &badValue{err: func(field string) error {
+				return Invalid("number-out-of-range", field, "%s: %v", field, err)
+			}}
 		}
-		return json.Number(n), nil
+		if n == string(x) {
+			return v, false, nil
+		}
+		return json.Number(n), true, nil
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, Invalid("number-out-of-range", path, "%s: %v is not a number JSON or Postgres can hold", path, x)
+			return nil, false, &badValue{err: func(field string) error {
+				return Invalid("number-out-of-range", field, "%s: %v is not a number JSON or Postgres can hold", field, x)
+			}}
 		}
 	case map[string]any:
-		// In key order, so that of several bad fields the same one is named every time.
-		for _, k := range slices.Sorted(maps.Keys(x)) {
-			e := x[k]
-			p := childPath(path, k)
-			if err := CheckText(p, k); err != nil {
-				return nil, err
+		for k, e := range x {
+			if badText(k) != nil {
+				return nil, false, firstBadKey(x)
 			}
-			n, err := normalizeValue(p, e)
-			if err != nil {
-				return nil, err
+			n, changed, bad := normalize(e)
+			if bad != nil {
+				return nil, false, firstBadKey(x)
 			}
-			x[k] = n
+			if changed {
+				x[k] = n
+			}
 		}
 	case []any:
 		for i, e := range x {
-			n, err := normalizeValue(indexPath(path, i), e)
-			if err != nil {
-				return nil, err
+			n, changed, bad := normalize(e)
+			if bad != nil {
+				return nil, false, bad.under(pathStep{index: i})
 			}
-			x[i] = n
+			if changed {
+				x[i] = n
+			}
 		}
 	}
-	return v, nil
+	return v, false, nil
+}
+
+// firstBadKey walks an object that holds a refused value again, in key order, so that of several the same one is
+// named every time.
+func firstBadKey(obj map[string]any) *badValue {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if bad := badText(k); bad != nil {
+			return bad.under(pathStep{key: k, index: -1})
+		}
+		if _, _, bad := normalize(obj[k]); bad != nil {
+			return bad.under(pathStep{key: k, index: -1})
+		}
+	}
+	return nil
 }
 
 // CheckText returns an EINVALID error naming field when s is text the service cannot store or compare: it holds
@@ -264,6 +333,10 @@ func CanonicalNumber(lit string) (string, error) {
 	neg, intPart, fracPart, exp, err := splitNumber(lit)
 	if err != nil {
 		return "", err
+	}
+	if !strings.ContainsAny(lit, "eE") && len(intPart) <= MaxNumberDigits && len(fracPart) <= MaxNumberDigits &&
+		(!neg || strings.Trim(intPart, "0") != "" || strings.Trim(fracPart, "0") != "") {
+		return lit, nil // already written out in full: the common case, without a copy
 	}
 	digits := intPart + fracPart
 	lead := len(digits) - len(strings.TrimLeft(digits, "0"))
@@ -308,7 +381,7 @@ func CanonicalNumber(lit string) (string, error) {
 
 // splitNumber takes a JSON number literal apart: its sign, the digits before and after the point, and the exponent.
 func splitNumber(lit string) (neg bool, intPart, fracPart string, exp int64, err error) {
-	bad := fmt.Errorf("%s is not a JSON number", compact(lit))
+	bad := func() error { return fmt.Errorf("%s is not a JSON number", compact(lit)) }
 	s := lit
 	if rest, ok := strings.CutPrefix(s, "-"); ok {
 		neg, s = true, rest
@@ -316,7 +389,7 @@ func splitNumber(lit string) (neg bool, intPart, fracPart string, exp int64, err
 	mant, expPart, hasExp := strings.Cut(strings.ReplaceAll(s, "E", "e"), "e")
 	intPart, fracPart, hasFrac := strings.Cut(mant, ".")
 	if !allDigits(intPart) || (len(intPart) > 1 && intPart[0] == '0') || (hasFrac && !allDigits(fracPart)) {
-		return false, "", "", 0, bad
+		return false, "", "", 0, bad()
 	}
 	if hasExp {
 		sign := int64(1)
@@ -326,7 +399,7 @@ func splitNumber(lit string) (neg bool, intPart, fracPart string, exp int64, err
 			expPart = strings.TrimPrefix(expPart, "+")
 		}
 		if !allDigits(expPart) {
-			return false, "", "", 0, bad
+			return false, "", "", 0, bad()
 		}
 		// Nine digits of exponent are plenty: past them no literal a body can carry stays within MaxNumberDigits
 		// unless it is zero, and a zero's exponent that large says nothing a client means.
