@@ -659,3 +659,23 @@ func FuzzIngestRows(f *testing.F) {
 		require.LessOrEqual(t, b.storedRows(t, id)-before, accepted, "body %q stored rows its answer did not count", body)
 	})
 }
+
+// A client's X-Request-ID becomes the request id every audit event of the request records: one that is not text a
+// column holds once failed the audited change with a 500 (SQLSTATE 22021), and a long one bloated every event.
+func TestRequestIDHeaderIsTakenOnlyWhenSound(t *testing.T) {
+	t.Parallel()
+	b := setupInput(t)
+	id := b.createDataset(t, datasetOpts{})
+	for name, header := range map[string]string{"InvalidUTF8": "req-\xff\xfe", "TooLong": strings.Repeat("r", 129), "Control": "a\tb"} {
+		t.Run(name, func(t *testing.T) {
+			resp := b.patch(t, id, `{"description":"`+name+`"}`, map[string]string{"X-Request-ID": header})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			got := resp.header.Get("X-Request-ID")
+			require.NotEqual(t, header, got)
+			require.Regexp(t, `^[0-9a-f-]{36}$`, got, "a fresh id replaces it")
+		})
+	}
+	resp := b.patch(t, id, `{"description":"kept"}`, map[string]string{"X-Request-ID": "client-req-42"})
+	require.Equal(t, http.StatusOK, resp.status)
+	require.Equal(t, "client-req-42", resp.header.Get("X-Request-ID"), "a sound id is the client's to choose")
+}

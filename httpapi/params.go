@@ -58,3 +58,32 @@ func (s *Server) checkParams(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// maxRequestIDLength bounds a client's X-Request-ID, which every audit event of its request records.
+const maxRequestIDLength = 128
+
+// dropUnsoundRequestID removes a client's X-Request-ID unless it is 1 to maxRequestIDLength printable ASCII
+// characters, so that the request id middleware makes a fresh one, which the answer shows. The id is written into
+// every audit event of the request: one that was not UTF-8 failed the audited change with a 500, and a long one was
+// copied into every event.
+func dropUnsoundRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if id := h.Get(echo.HeaderXRequestID); id != "" && !soundRequestID(id) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+func soundRequestID(id string) bool {
+	if len(id) > maxRequestIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
