@@ -20,7 +20,7 @@ var createFields = []string{"classification", "description", "name", "schemaRef"
 // its value and the rule.
 func ParseCreate(body map[string]any) (DatasetCreate, error) {
 	var create DatasetCreate
-	if _, err := normalizeValue("", body); err != nil {
+	if err := normalizeObject(body); err != nil {
 		return create, err
 	}
 	for _, key := range slices.Sorted(maps.Keys(body)) {

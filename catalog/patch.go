@@ -47,7 +47,7 @@ var rowExpirationOwned = []string{
 // field by its dotted path, its value and the rule.
 func ParsePatch(body map[string]any) (*Patch, error) {
 	p := &Patch{}
-	if _, err := normalizeValue("", body); err != nil {
+	if err := normalizeObject(body); err != nil {
 		return nil, err
 	}
 	for _, key := range slices.Sorted(maps.Keys(body)) {

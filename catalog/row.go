@@ -65,7 +65,7 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	if err := CheckJSONText(raw, "the event"); err != nil {
 		return in, err
 	}
-	if _, err := normalizeValue("", obj); err != nil {
+	if err := normalizeObject(obj); err != nil {
 		return in, err
 	}
 	var err error

@@ -200,15 +200,14 @@ func printable(s string) bool {
 	return utf8.ValidString(s)
 }
 
-// normalizeValue checks a decoded JSON value (numbers as json.Number) against the rules of what the service stores,
-// and returns it with every number in the form Postgres keeps (CanonicalNumber), so that what a write answers is
-// what a read shows. Objects and arrays are changed in place. root names the value in errors.
-func normalizeValue(root string, v any) (any, error) {
-	n, _, bad := normalize(v)
-	if bad != nil {
-		return nil, bad.at(root)
+// normalizeObject checks a decoded JSON object (numbers as json.Number) against the rules of what the service
+// stores, and rewrites every number in it, in place, in the form Postgres keeps (CanonicalNumber), so that what a
+// write answers is what a read shows. A refusal names the field by its path from the object.
+func normalizeObject(obj map[string]any) error {
+	if _, _, bad := normalize(obj); bad != nil {
+		return bad.at("")
 	}
-	return n, nil
+	return nil
 }
 
 // badValue is a refused value inside a document. Every event of an ingestion is walked, so the path to the value is
@@ -248,7 +247,7 @@ func badText(s string) *badValue {
 	return &badValue{err: func(field string) error { return CheckText(field, s) }}
 }
 
-// normalize is normalizeValue's walk: the value, whether it is a new one (a number rewritten; objects and arrays
+// normalize is normalizeObject's walk: the value, whether it is a new one (a number rewritten; objects and arrays
 // are rewritten in place), or why it is refused.
 func normalize(v any) (any, bool, *badValue) {
 	switch x := v.(type) {
