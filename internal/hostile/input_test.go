@@ -31,6 +31,13 @@ func inputRows(t *testing.T, svc *service, datasetID string) int {
 	return n
 }
 
+// inputReport logs the figures behind a verdict: the victim's read median before and after the attack, and the
+// service's peak RSS.
+func inputReport(t *testing.T, svc *service, v *victim) {
+	t.Helper()
+	t.Logf("victim read median %s before, %s after (bound %s); peak RSS %d MiB", v.baseline, v.readLatency(t, 15), v.noise(), svc.peakRSS(t)>>20)
+}
+
 // inputEvent is an NDJSON event of the attacker with the given _id.
 func inputEvent(id string) string {
 	return fmt.Sprintf(`{"_id":%q,"timestamp":%q,"page":"/p"}`, id, time.Now().UTC().Add(-time.Hour).Format(time.RFC3339))
@@ -141,7 +148,7 @@ func TestInputValuesCannotBreakASandbox(t *testing.T) {
 	v.requireUnharmed(t)
 	status, body = v.do(t, http.MethodGet, "/dataSets", "")
 	require.Equal(t, http.StatusOK, status, "the victim's listing: %s", body)
-	t.Logf("peak RSS %d MiB", svc.peakRSS(t)>>20)
+	inputReport(t, svc, v)
 }
 
 // Finding 5: a row id was decoded twice, so DELETE …/rows/x%252Fy removed the row x/y, and 100% could not be
@@ -180,6 +187,7 @@ func TestInputRowIDsDecodedOnce(t *testing.T) {
 	deleteRow("x%2Fy")
 	require.Empty(t, stored())
 	v.requireUnharmed(t)
+	inputReport(t, svc, v)
 }
 
 // Finding 6 in ingestion, and finding 9's unclosed array: a bad line after a committed chunk once failed its whole
@@ -225,6 +233,7 @@ func TestInputIngestionKeepsGoodLines(t *testing.T) {
 	require.Equal(t, inputChunkRows+5, p.Accepted, "the array's elements before the cut, which stay stored: %s", body)
 	require.Equal(t, total-len(bad)+p.Accepted, inputRows(t, svc, id))
 	v.requireUnharmed(t)
+	inputReport(t, svc, v)
 }
 
 // inputStream posts an NDJSON body written through the returned pipe; the status and body arrive on the channel.
@@ -289,4 +298,5 @@ func TestInputIngestionStopsAtDelete(t *testing.T) {
 	require.Equal(t, inputChunkRows, p.Accepted, "the answer says what was stored before the delete")
 	require.Equal(t, inputChunkRows, inputRows(t, svc, id), "nothing was committed after the delete answered")
 	v.requireUnharmed(t)
+	inputReport(t, svc, v)
 }
