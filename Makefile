@@ -26,7 +26,7 @@ NEWMAN := $(TOOLS)/node/node_modules/.bin/newman
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run build test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
+.PHONY: help run stop build test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -36,6 +36,12 @@ help: ## show this list of targets
 run: ## run retentiond locally with demo data (starts a private PostgreSQL unless DATABASE_URL is set)
 	$(GO) build -o bin/ ./cmd/retentiond ./cmd/retentionctl
 	./bin/retentiond --dev
+
+# For a PostgreSQL that a killed retentiond left running (a `make run` takes it over as well). It refuses while the
+# retentiond that started it still runs: Ctrl-C on that one stops both.
+stop: ## stop the PostgreSQL of `make run` that a killed retentiond left running
+	$(GO) build -o bin/ ./cmd/retentionctl
+	./bin/retentionctl dev stop
 
 build: ## build the binaries into bin/
 	$(GO) build -o bin/ ./cmd/...
