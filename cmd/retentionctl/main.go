@@ -40,10 +40,10 @@ Commands:
   load      bulk-load NDJSON files, or generated rows, into datasets
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
-  dev       stop: stop the PostgreSQL of `+"`make run`"+` that a killed retentiond left running (make stop)
+  dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
 
-migrate, policy and load use DATABASE_URL; when it is unset, they use the database of the `+"`make run`"+`
+migrate, policy and load use DATABASE_URL; when it is unset, they use the database of the ` + "`make run`" + `
 running in this checkout (RETENTION_CHECKOUT names another), and say so on stderr.
 
 Run 'retentionctl COMMAND -h' for a command's flags.
