@@ -231,6 +231,11 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		for key, value := range line {
 			require.False(t, key == "duration" || key == "took" || key == "timeout", "a duration in nanoseconds: %q: %v", key, value)
 		}
+		if line["msg"] == "starting" {
+			config, _ := line["config"].(map[string]any)
+			require.Equal(t, float64(5000), config["shutdown_timeout_ms"], "the config's durations in milliseconds: %v", config)
+			require.NotContains(t, config, "shutdown_timeout")
+		}
 		if line["msg"] == "shutting down" {
 			require.Equal(t, float64(5000), line["timeout_ms"], "SHUTDOWN_TIMEOUT 5s, in milliseconds")
 		}
