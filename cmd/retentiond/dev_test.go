@@ -18,30 +18,38 @@ import (
 	"github.com/acme/retention/internal/pgcluster"
 )
 
-// devRun is a `retentiond --dev` process with no DATABASE_URL, as `make run` starts it.
+// devRun is a `retentiond --dev` process with no DATABASE_URL, as `make run` starts it, its output (stdout and
+// stderr, as `make run 2>&1 | tee log` has them) read through a pipe.
 type devRun struct {
 	cmd    *exec.Cmd
-	stdout strings.Builder // what it printed up to its banner
+	out    *os.File        // the pipe's reading end
+	stdout strings.Builder // what it printed up to its banner, log lines left out
 	dialed error           // dialling its address the moment the banner was read
+	copied chan struct{}   // closed once the rest of the output has been read
 }
 
-// startDevRun starts bin --dev on addr for checkout and reads its stdout until the banner: then it dials addr at
+// startDevRun starts bin --dev on addr for checkout and reads its output until the banner: then it dials addr at
 // once, which must work, since the banner is printed only once the port is bound.
 func startDevRun(t *testing.T, bin, checkout, addr string) *devRun {
 	t.Helper()
 	cmd := exec.Command(bin, "--dev", "-addr", addr)
-	cmd.Env = append(os.Environ(), "RETENTION_CHECKOUT="+checkout, "LOG_LEVEL=warn", "DATABASE_URL=")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	cmd.Env = append(os.Environ(), "RETENTION_CHECKOUT="+checkout, "DATABASE_URL=")
+	out, w, err := os.Pipe()
 	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = w, w
 	require.NoError(t, cmd.Start())
+	require.NoError(t, w.Close())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		_ = out.Close()
 	})
-	r := &devRun{cmd: cmd, dialed: io.ErrUnexpectedEOF}
+	r := &devRun{cmd: cmd, out: out, dialed: io.ErrUnexpectedEOF, copied: make(chan struct{})}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "{") {
+			continue // a log line
+		}
 		r.stdout.WriteString(sc.Text() + "\n")
 		if strings.HasPrefix(sc.Text(), "retentiond is serving at ") {
 			conn, err := net.DialTimeout("tcp", addr, time.Second)
@@ -52,8 +60,11 @@ func startDevRun(t *testing.T, bin, checkout, addr string) *devRun {
 			break
 		}
 	}
-	// Read the rest of the banner in the background, so that the process never blocks on a full pipe.
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	// Read the rest in the background, so that the process never blocks on a full pipe.
+	go func() {
+		defer close(r.copied)
+		_, _ = io.Copy(io.Discard, out)
+	}()
 	return r
 }
 
@@ -96,8 +107,12 @@ func TestMakeRunAfterKill9(t *testing.T) {
 	require.NoError(t, second.dialed)
 	require.Contains(t, second.stdout.String(), "took it over and stops it on exit")
 	require.Contains(t, second.stdout.String(), "with 4 demo datasets", "a second run adds no demo datasets")
+	// Ctrl-C on `make run 2>&1 | tee log` ends tee too: retentiond's output goes nowhere from then on, and its
+	// shutdown must go on all the same, up to stopping PostgreSQL.
+	require.NoError(t, second.out.Close())
+	<-second.copied
 	require.NoError(t, second.cmd.Process.Signal(syscall.SIGINT))
-	require.NoError(t, second.cmd.Wait(), "Ctrl-C is a clean exit")
+	require.NoError(t, second.cmd.Wait(), "Ctrl-C is a clean exit, even with nobody reading the output")
 	_, _, err = pgcluster.DevURL(dataDir)
 	require.ErrorIs(t, err, pgcluster.ErrNoDevCluster, "the taken-over PostgreSQL stopped with retentiond")
 }

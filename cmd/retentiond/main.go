@@ -37,6 +37,10 @@ func main() { os.Exit(exitCode()) }
 func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Output piped to a program that is gone (`make run | tee log`, where Ctrl-C ends tee first) must not kill the
+	// process on its next log line before it has stopped its PostgreSQL: with SIGPIPE notified, such a write fails
+	// with EPIPE instead, and the shutdown goes on.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "retentiond:", err)
 		return 1
