@@ -234,7 +234,7 @@ func writePrivateFile(path, content string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	return os.Rename(tmp.Name(), path) //nolint:gosec // G703: path is the dev cluster's own state file
 }
 
 // DevCheckout returns the checkout that holds dir: the nearest folder at or above it with a go.mod, so that
