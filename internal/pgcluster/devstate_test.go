@@ -16,22 +16,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// devHelperVar names the data folder of the dev cluster that TestDevOwnerHelper starts, in the child process that
-// plays a retentiond about to be killed.
+// devHelperVar names the data folder of the dev cluster that the test binary, run again as a child process by
+// crashedOwner, starts in the role of a retentiond about to be killed.
 const devHelperVar = "PGCLUSTER_DEV_HELPER_DIR"
 
-// TestDevOwnerHelper is not a test of its own: run as a child process by crashedOwner, it starts a dev cluster as
-// `make run` does, says so, and waits to be killed.
-func TestDevOwnerHelper(t *testing.T) {
-	dir := os.Getenv(devHelperVar)
-	if dir == "" {
-		t.Skip("the retentiond that crashedOwner starts and kills")
+// TestMain runs the tests, or, in crashedOwner's child process, only the owner's part.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(devHelperVar); dir != "" {
+		os.Exit(devOwner(dir))
 	}
+	os.Exit(m.Run())
+}
+
+// devOwner starts a dev cluster as `make run` does, says so, and waits to be killed.
+func devOwner(dir string) int {
 	d, err := StartDev(context.Background(), dir, "retention", nil)
-	require.NoError(t, err)
-	require.True(t, d.Owned())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "dev owner:", err)
+		return 1
+	}
 	fmt.Printf("ready %d %s\n", os.Getpid(), d.URL())
-	select {} // until killed
+	time.Sleep(10 * time.Minute) // until killed; bounded, should the test that started it die first
+	return 0
 }
 
 // crashedOwner simulates `make run` killed with SIGKILL: a process starts the dev cluster of dataDir and dies
@@ -43,7 +49,7 @@ func crashedOwner(t *testing.T, dataDir string) string {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestDevOwnerHelper$")
+	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(os.Environ(), devHelperVar+"="+dataDir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
