@@ -71,8 +71,7 @@ func TestPostmanAuditCollection(t *testing.T) {
 	newman := newmanPath(t, root)
 	dir := t.TempDir()
 	collection := filepath.Join(dir, "audit.postman_collection.json")
-	writeAuditCollection(t, filepath.Join(root, "..", "shared", "reference", "adobe", "postman", "audit-query.postman_collection.json"),
-		collection, b.url)
+	writeAuditCollection(t, filepath.Join("testdata", "adobe", "postman", "audit-query.postman_collection.json"), collection, b.url)
 
 	for _, tc := range []struct {
 		name           string
@@ -122,7 +121,7 @@ func TestPostmanAuditCollection(t *testing.T) {
 func writeAuditCollection(t *testing.T, src, dst, baseURL string) {
 	t.Helper()
 	raw, err := os.ReadFile(src)
-	require.NoError(t, err, "Adobe's Postman collection is kept in the shared directory beside the repository")
+	require.NoError(t, err, "Adobe's Postman collection is testdata of the repository (testdata/adobe)")
 	var adobe map[string]any
 	require.NoError(t, json.Unmarshal(raw, &adobe))
 	items := map[string]map[string]any{}

@@ -78,8 +78,7 @@ func TestPostmanCatalogCollection(t *testing.T) {
 	dir := t.TempDir()
 	collection := filepath.Join(dir, "catalog-datasets.postman_collection.json")
 	report := filepath.Join(dir, "report.json")
-	writePostmanCollection(t, filepath.Join(root, "..", "shared", "reference", "adobe", "postman", "catalog-service.postman_collection.json"),
-		collection, b.url)
+	writePostmanCollection(t, filepath.Join("testdata", "adobe", "postman", "catalog-service.postman_collection.json"), collection, b.url)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -154,7 +153,7 @@ func newmanPath(t *testing.T, root string) string {
 func writePostmanCollection(t *testing.T, src, dst, baseURL string) {
 	t.Helper()
 	raw, err := os.ReadFile(src)
-	require.NoError(t, err, "Adobe's Postman collection is kept in the shared directory beside the repository")
+	require.NoError(t, err, "Adobe's Postman collection is testdata of the repository (testdata/adobe)")
 	var adobe map[string]any
 	require.NoError(t, json.Unmarshal(raw, &adobe))
 

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
 )
 
 func TestRetentionRunsAPI(t *testing.T) {
@@ -55,6 +58,77 @@ func TestRetentionRunsAPI(t *testing.T) {
 	}
 	require.Equal(t, http.StatusBadRequest, b.do(t, request{method: http.MethodGet, path: "/retention/runs/not-a-uuid"}).status)
 	require.Equal(t, http.StatusBadRequest, b.do(t, request{method: http.MethodGet, path: "/retention/runs?limit=0"}).status)
+}
+
+// listedRuns is GET /retention/runs as the bundle's org sees it, keyed by run id.
+func (b *testBundle) listedRuns(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	resp := b.do(t, request{method: http.MethodGet, path: "/retention/runs"})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	runs := map[string]map[string]any{}
+	for _, r := range resp.json(t)["_embedded"].(map[string]any)["runs"].([]any) {
+		run := r.(map[string]any)
+		runs[run["id"].(string)] = run
+	}
+	return runs
+}
+
+// An org asking "did this week's job run?" sees every scheduled run, with its own part, even when the run had
+// nothing of the org's to delete; manual runs stay with the org and sandbox that started them.
+func TestScheduledRunsVisibleToEveryOrg(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	b.ingest(t, id, ndjson(event("2020-01-01T00:00:00Z", "")))
+	manual := b.do(t, request{method: http.MethodPost, path: "/retention/runs", body: map[string]any{"dryRun": true}})
+	require.Equal(t, http.StatusAccepted, manual.status, "body: %s", manual.body)
+	manualID := manual.json(t)["id"].(string)
+
+	// The weekly run of the lake, as the scheduler creates and plans it: it covers every org's datasets with rows.
+	ctx := context.Background()
+	store := postgres.NewRunStore(b.db)
+	scheduledID, created, err := store.CreateScheduledRun(ctx, catalog.LakeHouse, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), retention.Period{Days: 30})
+	require.NoError(t, err)
+	require.True(t, created)
+	_, err = store.PrepareRun(ctx, scheduledID)
+	require.NoError(t, err)
+
+	mine := b.listedRuns(t)
+	require.Len(t, mine, 2)
+	require.Equal(t, "schedule", mine[scheduledID]["trigger"])
+	require.Equal(t, "2026-11-22T03:00:00.000Z", mine[scheduledID]["scheduledFor"])
+	require.Len(t, mine[scheduledID]["datasets"], 1, "the org's part: its dataset with rows")
+	require.Equal(t, id, mine[scheduledID]["datasets"].([]any)[0].(map[string]any)["datasetId"])
+	require.Contains(t, mine, manualID)
+
+	empty := map[string]any{"datasetsDone": float64(0), "datasetsTotal": float64(0), "rowsDeleted": float64(0)}
+	other := *b
+	other.org = newOrg()
+	other.token = mintToken(t, other.org, allScopes, time.Hour)
+	for name, reader := range map[string]func(*testing.T, request) *response{
+		"AnotherOrg": func(t *testing.T, r request) *response { return other.do(t, r) },
+		"AnotherSandbox": func(t *testing.T, r request) *response {
+			r.headers = map[string]string{"x-sandbox-name": "dev"}
+			return b.do(t, r)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resp := reader(t, request{method: http.MethodGet, path: "/retention/runs"})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			runs := resp.json(t)["_embedded"].(map[string]any)["runs"].([]any)
+			require.Len(t, runs, 1, "the scheduled run, not the other org's manual one: %s", resp.body)
+			run := runs[0].(map[string]any)
+			require.Equal(t, scheduledID, run["id"])
+			require.Equal(t, empty, run["progress"], "an empty part: 0 datasets, 0 rows")
+			require.Equal(t, []any{}, run["datasets"])
+
+			got := reader(t, request{method: http.MethodGet, path: "/retention/runs/" + scheduledID})
+			require.Equal(t, http.StatusOK, got.status, "body: %s", got.body)
+			require.Equal(t, empty, got.json(t)["progress"])
+			require.Equal(t, http.StatusNotFound, reader(t, request{method: http.MethodGet, path: "/retention/runs/" + manualID}).status)
+		})
+	}
 }
 
 func TestNextRunShown(t *testing.T) {

@@ -75,9 +75,11 @@ type RunService interface {
 	// StartRun creates a manual run and queues it. Returns ECONFLICT naming the run in progress when one already
 	// covers any of the same datasets, and ENOTFOUND for a dataset id the caller cannot see.
 	StartRun(ctx context.Context, c *catalog.Caller, req RunRequest) (*Run, error)
-	// FindRun returns the run; ENOTFOUND when it does not exist or holds nothing of the caller's.
+	// FindRun returns the run with the caller's part of it; ENOTFOUND when it does not exist or is a manual run of
+	// another org or sandbox. Every scheduled run is found, its part possibly empty.
 	FindRun(ctx context.Context, c *catalog.Caller, id string) (*Run, error)
-	// FindRuns returns the runs with a part in the caller's scope, newest first.
+	// FindRuns returns, newest first, every scheduled run and the manual runs of the caller's org and sandbox, each
+	// with the caller's part only (possibly none: 0 datasets, 0 rows).
 	FindRuns(ctx context.Context, c *catalog.Caller, f RunFilter) ([]*Run, error)
 }
 

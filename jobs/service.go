@@ -70,8 +70,8 @@ type Store interface {
 	CreateManualRun(ctx context.Context, c *catalog.Caller, req RunRequest, grace retention.Period) (string, error)
 	PrepareRun(ctx context.Context, runID string) (*Plan, error)
 	MarkDatasetStarted(ctx context.Context, runID, datasetID string) error
-	FinishDataset(ctx context.Context, runID, datasetID string, out Outcome) (*RunEnd, error)
-	FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*RunEnd, error)
+	FinishDataset(ctx context.Context, runID, datasetID string, out Outcome) (*Finished, error)
+	FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*Finished, error)
 	FinishEmptyRun(ctx context.Context, runID string) error
 	FailRun(ctx context.Context, runID string, cause error) error
 	PruneHistory(ctx context.Context, cutoff time.Time) (int64, error)
@@ -96,6 +96,23 @@ type Outcome struct {
 type RunEnd struct {
 	Status   string
 	Duration time.Duration
+}
+
+// Finished is what a call that finishes parts of a run did: the parts it finished (none when they had been
+// finished already), and how the run ended when one of them was its last part (nil otherwise).
+type Finished struct {
+	Parts []PartEnd
+	Run   *RunEnd
+}
+
+// PartEnd is how one dataset's part of a run ended, as its Expire event records it.
+type PartEnd struct {
+	DatasetID         string
+	Status            string // StatusSucceeded or StatusFailed
+	Error             string
+	Rows              int64 // rows removed, from the ledger; in a dry run, the rows it would remove
+	PartitionsDropped int
+	Duration          time.Duration // since the part started
 }
 
 // Service schedules and executes retention runs through River, and serves their history.

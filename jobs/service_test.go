@@ -1,8 +1,12 @@
 package jobs_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +72,12 @@ func (b *testBundle) openDB(t *testing.T) *postgres.DB {
 // replica starts a jobs.Service on a pool of its own, as another retentiond would.
 func (b *testBundle) replica(t *testing.T, work bool, sweep retention.SweepStore) *jobs.Service {
 	t.Helper()
+	return b.replicaWith(t, work, sweep, nil)
+}
+
+// replicaWith is replica logging to logger.
+func (b *testBundle) replicaWith(t *testing.T, work bool, sweep retention.SweepStore, logger *slog.Logger) *jobs.Service {
+	t.Helper()
 	db := b.openDB(t)
 	if sweep == nil {
 		sweep = postgres.NewSweepStore(db)
@@ -75,7 +85,7 @@ func (b *testBundle) replica(t *testing.T, work bool, sweep retention.SweepStore
 	lake, err := jobs.ParseSchedule(jobs.DefaultLakeSchedule)
 	require.NoError(t, err)
 	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: sweep, Config: retention.SweepConfig{BatchSize: 25}}, nil,
-		jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Work: work, TickInterval: time.Hour})
+		jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Work: work, TickInterval: time.Hour, Logger: logger})
 	require.NoError(t, err)
 	require.NoError(t, svc.Start(context.Background()))
 	t.Cleanup(func() {
@@ -519,4 +529,75 @@ func TestStartupReleaseDropsOnlyOldLeftovers(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(relname::text ORDER BY relname) FROM pg_class
 		WHERE relkind = 'r' AND relname LIKE 'lake\_rows\_p20000%'`).Scan(&tables))
 	require.Equal(t, []string{"lake_rows_p200002_gone2"}, tables)
+}
+
+// lockedBuffer is a bytes.Buffer that the replica's goroutines may write while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// datasetLines returns the "dataset done" log lines of the run, keyed by dataset id; a dataset logged twice fails.
+func (b *lockedBuffer) datasetLines(t *testing.T, runID string) map[string]map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lines := map[string]map[string]any{}
+	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "log line %q", sc.Text())
+		if line["msg"] != "retention: dataset done" || line["run_id"] != runID {
+			continue
+		}
+		ds, _ := line["dataset_id"].(string)
+		require.NotContains(t, lines, ds, "one line per dataset: %s", sc.Text())
+		lines[ds] = line
+	}
+	require.NoError(t, sc.Err())
+	return lines
+}
+
+// The README promises one log line per dataset and store at info: every dataset of a run gets one, whether its own
+// job finished it or the run job did once its drops and walk left it nothing, and so does each one a dry run
+// counted.
+func TestRunLogsEachDataset(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
+	want := map[string]float64{ids[0]: 22, ids[1]: 19, ids[2]: 13}
+	log := &lockedBuffer{}
+	w := b.replicaWith(t, true, nil, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	b.clock.Set(b.clock.Now().Add(time.Hour))
+
+	for _, dryRun := range []bool{true, false} {
+		run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DryRun: dryRun})
+		require.NoError(t, err)
+		run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
+		require.Equal(t, jobs.StatusSucceeded, run.Status)
+		lines := log.datasetLines(t, run.ID)
+		require.Len(t, lines, len(ids), "dry run %v: one line per dataset", dryRun)
+		for id, rows := range want {
+			line := lines[id]
+			require.NotNil(t, line, "dry run %v: no line for dataset %s", dryRun, id)
+			require.Equal(t, "INFO", line["level"])
+			require.Equal(t, "adobe_lakeHouse", line["store"])
+			require.Equal(t, "succeeded", line["status"])
+			require.Contains(t, line, "duration")
+			if dryRun {
+				require.Equal(t, true, line["dry_run"])
+				require.Equal(t, rows, line["rows_would_delete"], "dataset %s", id)
+				require.NotContains(t, line, "rows_deleted")
+			} else {
+				require.Equal(t, rows, line["rows_deleted"], "dataset %s", id)
+				require.NotContains(t, line, "dry_run")
+			}
+		}
+	}
 }

@@ -149,15 +149,16 @@ func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
 		}
 	}
 	if len(done) > 0 {
-		end, err := s.store.FinishDatasets(ctx, plan.Sweep.RunID, done)
+		fin, err := s.store.FinishDatasets(ctx, plan.Sweep.RunID, done)
 		if err != nil {
 			return err
 		}
 		now := s.store.Now()
-		for _, ds := range done {
-			s.metrics.datasetDone(ds, plan.Sweep.Store, true, now)
+		for _, p := range fin.Parts {
+			s.metrics.datasetDone(p.DatasetID, plan.Sweep.Store, true, now)
 		}
-		s.metrics.runEnded(plan.Sweep.Store, end)
+		s.logPartsDone(ctx, plan, fin.Parts)
+		s.metrics.runEnded(plan.Sweep.Store, fin.Run)
 	}
 	if len(params) == 0 {
 		return nil
@@ -190,13 +191,34 @@ func (s *Service) countDryRun(ctx context.Context, plan *Plan, dropped map[strin
 	for _, ds := range plan.Pending {
 		res, err := s.sweeper.SweepDataset(ctx, plan.Sweep, ds)
 		out := Outcome{Counted: res.Rows + dropped[ds].Rows, Err: err}
-		end, err := s.store.FinishDataset(ctx, plan.Sweep.RunID, ds, out)
+		fin, err := s.store.FinishDataset(ctx, plan.Sweep.RunID, ds, out)
 		if err != nil {
 			return err
 		}
-		s.metrics.runEnded(plan.Sweep.Store, end)
+		s.logPartsDone(ctx, plan, fin.Parts)
+		s.metrics.runEnded(plan.Sweep.Store, fin.Run)
 	}
 	return nil
+}
+
+// logPartsDone logs one line at info for each dataset part that ended, however it ended (in a dataset's own job,
+// with the others that had nothing left after the run job's drops and walk, or counted by a dry run): its rows as
+// the ledger has them, the partitions dropped, how long since it started, and its error.
+func (s *Service) logPartsDone(ctx context.Context, plan *Plan, parts []PartEnd) {
+	for _, p := range parts {
+		attrs := []slog.Attr{slog.String("run_id", plan.Sweep.RunID), slog.String("dataset_id", p.DatasetID),
+			slog.String("store", plan.Sweep.Store), slog.String("status", p.Status)}
+		if plan.DryRun {
+			attrs = append(attrs, slog.Bool("dry_run", true), slog.Int64("rows_would_delete", p.Rows))
+		} else {
+			attrs = append(attrs, slog.Int64("rows_deleted", p.Rows), slog.Int("partitions_dropped", p.PartitionsDropped))
+		}
+		attrs = append(attrs, slog.Duration("duration", p.Duration))
+		if p.Error != "" {
+			attrs = append(attrs, slog.String("error", p.Error))
+		}
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "retention: dataset done", attrs...)
+	}
 }
 
 // datasetArgs is the job that deletes one dataset's remaining expired rows of a run.
@@ -226,7 +248,6 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 	if err := s.store.MarkDatasetStarted(ctx, a.RunID, a.DatasetID); err != nil {
 		return err
 	}
-	start := time.Now()
 	sw := plan.Sweep
 	sw.Walked = map[string]bool{} // dataset jobs are queued only once the run job's walk is done
 	for _, name := range a.Walked {
@@ -243,14 +264,12 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 			return err
 		}
 	}
-	end, ferr := s.store.FinishDataset(context.WithoutCancel(ctx), a.RunID, a.DatasetID, Outcome{Err: err})
+	fin, ferr := s.store.FinishDataset(context.WithoutCancel(ctx), a.RunID, a.DatasetID, Outcome{Err: err})
 	if ferr != nil {
 		return ferr
 	}
-	s.metrics.runEnded(plan.Sweep.Store, end)
-	s.cfg.Logger.InfoContext(ctx, "retention: dataset done", slog.String("run_id", a.RunID),
-		slog.String("dataset_id", a.DatasetID), slog.String("store", plan.Sweep.Store),
-		slog.Int64("rows_deleted", res.Rows), slog.Duration("duration", time.Since(start)), slog.Any("error", err))
+	s.metrics.runEnded(plan.Sweep.Store, fin.Run)
+	s.logPartsDone(ctx, plan, fin.Parts)
 	s.metrics.datasetDone(a.DatasetID, plan.Sweep.Store, err == nil, s.store.Now())
 	return nil
 }

@@ -219,26 +219,27 @@ func (s *RunStore) MarkDatasetStarted(ctx context.Context, runID, datasetID stri
 // FinishDataset ends a dataset's part of a run in one transaction: its status, its Expire audit event built from the
 // ledger (so counts are exact across interruptions), its lastCompleted, and the run's progress and final status.
 // Calling it again for a part already finished does nothing.
-func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) (*jobs.RunEnd, error) {
+func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) (*jobs.Finished, error) {
 	now := s.db.now()
-	var end *jobs.RunEnd
+	var fin *jobs.Finished
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
-		if err := finishPart(ctx, tx, runID, datasetID, out, now); err != nil {
+		part, err := finishPart(ctx, tx, runID, datasetID, out, now)
+		if err != nil {
 			return err
 		}
-		var err error
-		end, err = finishRunIfDone(ctx, tx, runID, now)
+		fin = &jobs.Finished{Parts: part}
+		fin.Run, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})
-	return end, err
+	return fin, err
 }
 
 // FinishDatasets ends, successfully and in one transaction, the parts of datasets that had nothing left to do after
 // the run's drops and boundary pass: one commit for all of them rather than one each, and a statement for each step
 // over all of them rather than one for each dataset (a run over 200 datasets finished in 146 ms one by one).
-func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*jobs.RunEnd, error) {
+func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*jobs.Finished, error) {
 	now := s.db.now()
-	var end *jobs.RunEnd
+	var fin *jobs.Finished
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		parts, err := lockOpenParts(ctx, tx, runID, datasetIDs)
 		if err != nil {
@@ -250,10 +251,24 @@ func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs 
 		if err := recordExpires(ctx, tx, runID, parts, jobs.StatusSucceeded, "", now); err != nil {
 			return err
 		}
-		end, err = finishRunIfDone(ctx, tx, runID, now)
+		fin = &jobs.Finished{Parts: partEnds(parts, jobs.StatusSucceeded, "", now)}
+		fin.Run, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})
-	return end, err
+	return fin, err
+}
+
+// partEnds reports how the parts ended, with what the ledger says each removed.
+func partEnds(parts []openPart, status, errText string, now time.Time) []jobs.PartEnd {
+	ends := make([]jobs.PartEnd, 0, len(parts))
+	for _, p := range parts {
+		end := jobs.PartEnd{DatasetID: p.datasetID, Status: status, Error: errText, Rows: p.rows, PartitionsDropped: p.dropped}
+		if p.started != nil {
+			end.Duration = now.Sub(*p.started)
+		}
+		ends = append(ends, end)
+	}
+	return ends
 }
 
 // openPart is a dataset's part of a run that is still pending or running, with what the ledger says it removed.
@@ -337,11 +352,12 @@ func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPar
 	return nil
 }
 
-// finishPart records how one dataset's part ended, with its Expire event; a part already finished is left as it is.
-func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out jobs.Outcome, now time.Time) error {
+// finishPart records how one dataset's part ended, with its Expire event, and reports it; a part already finished
+// is left as it is, and nothing is reported.
+func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out jobs.Outcome, now time.Time) ([]jobs.PartEnd, error) {
 	parts, err := lockOpenParts(ctx, tx, runID, []string{datasetID})
 	if err != nil || len(parts) == 0 {
-		return err
+		return nil, err
 	}
 	status, errText := jobs.StatusSucceeded, ""
 	if out.Err != nil {
@@ -350,11 +366,15 @@ func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out job
 	var counted any
 	if parts[0].dryRun {
 		counted = out.Counted
+		parts[0].rows = out.Counted
 	}
 	if err := markParts(ctx, tx, runID, parts, status, errText, counted, now); err != nil {
-		return err
+		return nil, err
 	}
-	return recordExpires(ctx, tx, runID, parts, status, errText, now)
+	if err := recordExpires(ctx, tx, runID, parts, status, errText, now); err != nil {
+		return nil, err
+	}
+	return partEnds(parts, status, errText, now), nil
 }
 
 type finishedPart struct {

@@ -13,8 +13,10 @@ import (
 
 var _ jobs.Store = (*RunStore)(nil)
 
-// runScope keeps a caller to runs with a part in its org and sandbox, or manual runs it started there.
-const runScope = `((r.org_id = $1 AND r.sandbox_name = $2)
+// runScope keeps a caller to the runs it may see: every scheduled run, which covers every org and sandbox (so an org
+// with nothing to delete still sees that this week's run ran, with an empty part), the manual runs started in its
+// org and sandbox, and runs with a part there.
+const runScope = `(r.trigger = 'schedule' OR (r.org_id = $1 AND r.sandbox_name = $2)
     OR EXISTS (SELECT 1 FROM retention_run_datasets rd WHERE rd.run_id = r.id AND rd.org_id = $1 AND rd.sandbox_name = $2))`
 
 const runColumns = `r.id, r.store, r.trigger, r.scheduled_for, COALESCE(r.org_id, ''), COALESCE(r.sandbox_name, ''),

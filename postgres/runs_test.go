@@ -35,10 +35,14 @@ func TestFinishingPartsRecordsHowEachEnded(t *testing.T) {
 
 	_, err = runs.FinishDataset(ctx, runID, failed, jobs.Outcome{Err: errors.New("disk on fire")})
 	require.NoError(t, err)
-	end, err := runs.FinishDatasets(ctx, runID, []string{ok1, ok2})
+	fin, err := runs.FinishDatasets(ctx, runID, []string{ok1, ok2})
 	require.NoError(t, err)
-	require.NotNil(t, end)
-	require.Equal(t, jobs.StatusPartial, end.Status)
+	require.NotNil(t, fin.Run)
+	require.Equal(t, jobs.StatusPartial, fin.Run.Status)
+	require.Len(t, fin.Parts, 2, "both parts are reported")
+	again, err := runs.FinishDatasets(ctx, runID, []string{ok1, ok2})
+	require.NoError(t, err)
+	require.Empty(t, again.Parts, "parts already finished are not reported again")
 
 	run, err := runs.FindRun(ctx, b.caller, runID)
 	require.NoError(t, err)

@@ -53,7 +53,7 @@ func runLoad(ctx context.Context, args []string, env getenv, stdin io.Reader, ou
 	if err != nil {
 		return err
 	}
-	db, err := openDB(ctx, env)
+	db, err := openDB(ctx, env, stderr)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func main() { os.Exit(exitCode()) }
 func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	if errors.Is(err, errUsage) {
 		return 2
 	}
@@ -40,37 +40,44 @@ Commands:
   load      bulk-load NDJSON files, or generated rows, into datasets
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
+  dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
+
+migrate, policy and load use DATABASE_URL; when it is unset, they use the database of the ` + "`make run`" + `
+running in this checkout (RETENTION_CHECKOUT names another), and say so on stderr.
 
 Run 'retentionctl COMMAND -h' for a command's flags.
 `
 
 type getenv func(string) string
 
-func run(ctx context.Context, args []string, env getenv, out io.Writer) error {
+// run is the whole CLI: results go to out, progress, notes and usage to errOut.
+func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, usage)
+		fmt.Fprint(errOut, usage)
 		return errUsage
 	}
 	switch args[0] {
 	case "token":
 		return runToken(args[1:], env, out)
 	case "migrate":
-		return runMigrate(ctx, args[1:], env, out)
+		return runMigrate(ctx, args[1:], env, out, errOut)
 	case "policy":
-		return runPolicy(ctx, args[1:], env, out)
+		return runPolicy(ctx, args[1:], env, out, errOut)
 	case "load":
-		return runLoad(ctx, args[1:], env, os.Stdin, out, os.Stderr)
+		return runLoad(ctx, args[1:], env, os.Stdin, out, errOut)
 	case "runs":
-		return runRuns(ctx, args[1:], env, out)
+		return runRuns(ctx, args[1:], env, out, errOut)
 	case "audit":
 		return runAudit(ctx, args[1:], env, out)
+	case "dev":
+		return runDev(ctx, args[1:], env, out)
 	case "version":
 		return runVersion(out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(errOut, "unknown command %q\n\n%s", args[0], usage)
 	return errUsage
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
+	"github.com/acme/retention/internal/pgcluster"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -21,12 +22,19 @@ import (
 
 const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
 
-// ctl runs the CLI as main would, with env as its whole environment, and returns what it printed.
+// ctl runs the CLI as main would, with env as its whole environment, and returns what it printed on stdout.
 func ctl(t *testing.T, env map[string]string, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	err := run(context.Background(), args, func(name string) string { return env[name] }, &out)
-	return out.String(), err
+	out, _, err := ctlBoth(t, env, args...)
+	return out, err
+}
+
+// ctlBoth is ctl that returns stderr too.
+func ctlBoth(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, func(name string) string { return env[name] }, &out, &errOut)
+	return out.String(), errOut.String(), err
 }
 
 // mustCtl is ctl for calls that have to succeed.
@@ -144,9 +152,13 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("NeedsDatabaseURL", func(t *testing.T) {
 		t.Parallel()
+		// A checkout where no `make run` runs: without DATABASE_URL there is no database to use.
+		env := map[string]string{"RETENTION_CHECKOUT": t.TempDir()}
 		for _, sub := range []string{"up", "down", "status"} {
-			_, err := ctl(t, map[string]string{}, "migrate", sub)
+			_, err := ctl(t, env, "migrate", sub)
 			require.ErrorContains(t, err, "DATABASE_URL", sub)
+			require.ErrorContains(t, err, "make run", sub)
+			require.ErrorIs(t, err, pgcluster.ErrNoDevCluster, sub)
 			require.NotErrorIs(t, err, errUsage, sub)
 		}
 	})

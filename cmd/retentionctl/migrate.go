@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,15 +9,16 @@ import (
 	"github.com/acme/retention/postgres"
 )
 
-func openDB(ctx context.Context, env getenv) (*postgres.DB, error) {
-	url := env("DATABASE_URL")
-	if url == "" {
-		return nil, errors.New("DATABASE_URL is required (a postgres:// URL)")
+// openDB opens DATABASE_URL, or, when it is unset, the database of the `make run` of this checkout (dev.go).
+func openDB(ctx context.Context, env getenv, errOut io.Writer) (*postgres.DB, error) {
+	url, err := databaseURL(env, errOut)
+	if err != nil {
+		return nil, err
 	}
 	return postgres.Open(ctx, url, nil)
 }
 
-func runMigrate(ctx context.Context, args []string, env getenv, out io.Writer) error {
+func runMigrate(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(out, "usage: retentionctl migrate up | down [-steps N] | status")
 		return errUsage
@@ -35,7 +35,7 @@ func runMigrate(ctx context.Context, args []string, env getenv, out io.Writer) e
 	if *steps < 1 {
 		return fmt.Errorf("-steps must be at least 1, got %d", *steps)
 	}
-	db, err := openDB(ctx, env)
+	db, err := openDB(ctx, env, errOut)
 	if err != nil {
 		return err
 	}

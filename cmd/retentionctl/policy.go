@@ -15,7 +15,7 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-func runPolicy(ctx context.Context, args []string, env getenv, out io.Writer) error {
+func runPolicy(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
 	if len(args) == 0 || (args[0] != "show" && args[0] != "set") {
 		fmt.Fprintln(out, "usage: retentionctl policy show -org ORG | set -org ORG -store S -managed-by M -min P -max P|null -default P")
 		return errUsage
@@ -33,7 +33,7 @@ func runPolicy(ctx context.Context, args []string, env getenv, out io.Writer) er
 	if *org == "" {
 		return errors.New("-org is required")
 	}
-	db, err := openDB(ctx, env)
+	db, err := openDB(ctx, env, errOut)
 	if err != nil {
 		return err
 	}

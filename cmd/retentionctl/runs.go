@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -127,7 +126,7 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
-func runRuns(ctx context.Context, args []string, env getenv, out io.Writer) error {
+func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
 	if len(args) == 0 || (args[0] != "start" && args[0] != "list" && args[0] != "show") {
 		fmt.Fprintln(out, "usage: retentionctl runs start [-dataset ID]... [-dry-run] [-store S] [-wait] | list | show RUN_ID")
 		return errUsage
@@ -160,7 +159,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out io.Writer) erro
 			return err
 		}
 		if *wait {
-			if run, err = waitForRun(ctx, client, run.ID); err != nil {
+			if run, err = waitForRun(ctx, client, run.ID, errOut); err != nil {
 				return err
 			}
 		}
@@ -195,52 +194,81 @@ func runRuns(ctx context.Context, args []string, env getenv, out io.Writer) erro
 	return tw.Flush()
 }
 
-// waitForRun shows a progress bar of the run's datasets until it ends. The bar is made once the total is known: an
-// open-ended bar would spin in a goroutine of its own.
-func waitForRun(ctx context.Context, client *apiClient, id string) (runView, error) {
+// rowsText says what a run did to its rows, or, for a dry run, what it would do.
+func rowsText(r runView) string {
+	if r.DryRun {
+		return fmt.Sprintf("%d rows would be deleted", r.Progress.RowsDeleted)
+	}
+	return fmt.Sprintf("%d rows deleted", r.Progress.RowsDeleted)
+}
+
+// waitForRun shows a progress bar of the run's datasets on errOut until it ends, and leaves it showing how the run
+// ended: all its datasets done, and its rows. The bar is made once the total is known: an open-ended bar would
+// spin in a goroutine of its own. Where errOut is not a terminal, each redraw is a line of its own.
+func waitForRun(ctx context.Context, client *apiClient, id string, errOut io.Writer) (runView, error) {
 	var bar *progressbar.ProgressBar
-	defer func() {
-		if bar != nil {
-			_ = bar.Finish()
-		}
-	}()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var run runView
 		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
+			if bar != nil {
+				_ = bar.Exit()
+			}
 			return run, err
 		}
 		if bar == nil && run.Progress.DatasetsTotal > 0 {
-			bar = progressbar.NewOptions(run.Progress.DatasetsTotal, progressbar.OptionSetWriter(os.Stderr),
-				progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+			bar = newRunBar(errOut, run.Progress.DatasetsTotal)
 		}
 		if bar != nil {
-			bar.Describe(fmt.Sprintf("run %s: %d rows deleted", id[:8], run.Progress.RowsDeleted))
+			bar.Describe(fmt.Sprintf("run %s: %s", id[:8], rowsText(run)))
 			_ = bar.Set(run.Progress.DatasetsDone)
 		}
 		if run.finished() {
+			if bar != nil {
+				_ = bar.Finish() // draws the final state, past any throttling, and ends its line
+			}
 			return run, nil
 		}
 		select {
 		case <-ctx.Done():
+			if bar != nil {
+				_ = bar.Exit()
+			}
 			return run, ctx.Err()
 		case <-tick.C:
 		}
 	}
 }
 
+// newRunBar is the progress bar of a run of total datasets, on w.
+func newRunBar(w io.Writer, total int) *progressbar.ProgressBar {
+	opts := []progressbar.Option{progressbar.OptionShowCount(), progressbar.OptionSetWidth(30)}
+	if isTerminal(w) {
+		opts = append(opts, progressbar.OptionSetWriter(w), progressbar.OptionThrottle(terminalThrottle),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
+	} else {
+		opts = append(opts, progressbar.OptionSetWriter(lineWriter{w}), progressbar.OptionThrottle(logThrottle),
+			progressbar.OptionSetTheme(progressbar.ThemeASCII))
+	}
+	return progressbar.NewOptions(total, opts...)
+}
+
 func printRun(out io.Writer, r runView, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(out).Encode(r)
 	}
-	fmt.Fprintf(out, "run %s: %s (%s, %s, dry run %v), %d/%d datasets, %d rows deleted\n", r.ID, r.Status, r.Trigger,
-		r.Store, r.DryRun, r.Progress.DatasetsDone, r.Progress.DatasetsTotal, r.Progress.RowsDeleted)
+	fmt.Fprintf(out, "run %s: %s (%s, %s, dry run %v), %d/%d datasets, %s\n", r.ID, r.Status, r.Trigger,
+		r.Store, r.DryRun, r.Progress.DatasetsDone, r.Progress.DatasetsTotal, rowsText(r))
 	if len(r.Datasets) == 0 {
 		return nil
 	}
+	rowsHeader := "ROWS DELETED"
+	if r.DryRun {
+		rowsHeader = "ROWS TO DELETE"
+	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATASET\tSTATUS\tTTL\tROWS DELETED\tPARTITIONS DROPPED\tERROR")
+	fmt.Fprintf(tw, "DATASET\tSTATUS\tTTL\t%s\tPARTITIONS DROPPED\tERROR\n", rowsHeader)
 	for _, d := range r.Datasets {
 		ttl := "null"
 		if d.TTLValue != nil {

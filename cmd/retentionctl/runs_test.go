@@ -44,13 +44,36 @@ func TestRunsCommands(t *testing.T) {
 	require.NoError(t, err)
 
 	env := map[string]string{"RETENTION_URL": srv.URL, "AUTH_HS256_SECRET": secret}
-	out := mustCtl(t, env, "runs", "start", "-org", c.Org, "-dataset", ds.ID, "-wait")
+	// A dry run says what would be deleted, and its progress bar ends at every dataset done.
+	out, progress, err := ctlBoth(t, env, "runs", "start", "-org", c.Org, "-dataset", ds.ID, "-dry-run", "-wait")
+	require.NoError(t, err)
 	require.Contains(t, out, "succeeded")
-	require.Contains(t, out, "1 rows deleted")
+	require.Contains(t, out, "1/1 datasets, 1 rows would be deleted\n")
+	require.Contains(t, out, "ROWS TO DELETE")
+	require.NotContains(t, out, "rows deleted")
+	last := finalBar(progress)
+	require.Contains(t, last, "1 rows would be deleted", "progress: %q", progress)
+	require.Contains(t, last, "100%", "the bar ends full: %q", progress)
+	require.Contains(t, last, "(1/1)")
+
+	out, progress, err = ctlBoth(t, env, "runs", "start", "-org", c.Org, "-dataset", ds.ID, "-wait")
+	require.NoError(t, err)
+	require.Contains(t, out, "succeeded")
+	require.Contains(t, out, "1/1 datasets, 1 rows deleted\n")
+	require.Contains(t, out, "ROWS DELETED")
+	last = finalBar(progress)
+	require.Contains(t, last, "1 rows deleted", "progress: %q", progress)
+	require.Contains(t, last, "100%", "progress: %q", progress)
 	runID := strings.TrimSuffix(strings.Fields(out)[1], ":")
 
 	require.Contains(t, mustCtl(t, env, "runs", "list", "-org", c.Org), runID)
 	require.Contains(t, mustCtl(t, env, "runs", "show", "-org", c.Org, "-json", runID), `"rowsDeleted":1`)
 	_, err = ctl(t, env, "runs", "show", "-org", "OTHER@AdobeOrg", runID)
 	require.ErrorContains(t, err, "404", "another org does not see the run")
+}
+
+// finalBar is the last line the progress bar wrote.
+func finalBar(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
 }

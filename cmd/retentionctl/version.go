@@ -7,18 +7,32 @@ import (
 	"runtime/debug"
 )
 
-// version is set at build time with -ldflags "-X main.version=…"; otherwise the VCS stamp of the build is shown.
-var version = "dev"
+// version and revision are stamped at build time by the Makefile and the Dockerfile, with
+// -ldflags "-X main.version=… -X main.revision=…"; a build without them shows "dev" and the VCS stamp Go recorded,
+// if any.
+var (
+	version  = "dev"
+	revision = ""
+)
 
 func runVersion(out io.Writer) error {
-	rev := "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
+	info, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(out, versionLine(version, revision, info))
+	return nil
+}
+
+// versionLine is what `retentionctl version` prints: the stamped revision, else the one Go recorded from the VCS,
+// else "unknown".
+func versionLine(version, revision string, info *debug.BuildInfo) string {
+	if revision == "" && info != nil {
 		for _, s := range info.Settings {
 			if s.Key == "vcs.revision" {
-				rev = s.Value
+				revision = s.Value
 			}
 		}
 	}
-	fmt.Fprintf(out, "retentionctl %s (revision %s, %s)\n", version, rev, runtime.Version())
-	return nil
+	if revision == "" {
+		revision = "unknown"
+	}
+	return fmt.Sprintf("retentionctl %s (revision %s, %s)", version, revision, runtime.Version())
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -11,20 +10,16 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
-	"github.com/acme/retention/internal/config"
 	"github.com/acme/retention/internal/demo"
-	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/internal/pgcluster"
 )
 
-// printDevWelcome loads the demo data and prints what a new user needs: the URL, a dev token and curl calls that
-// work as printed.
-func printDevWelcome(ctx context.Context, cfg *config.Config, svc catalog.DatasetService, db *postgres.DB, out io.Writer) error {
-	datasets, err := demo.Load(ctx, svc, db)
-	if err != nil {
-		return err
-	}
+// printDevWelcome prints what a new user needs once the server listens at base: a dev token and curl calls that
+// work as printed, and, with the private cluster, how to reach its database from a second shell. datasets are the
+// demo datasets of the token's org; dev is nil when DATABASE_URL named a database.
+func printDevWelcome(out io.Writer, secret, base string, datasets []*catalog.Dataset, dev *pgcluster.Dev) error {
 	org := demo.Orgs[0]
-	token, err := httpapi.MintToken(cfg.AuthHS256Secret, httpapi.Claims{
+	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 		Org:              org, ClientID: "retentionctl-dev",
 		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}, " "),
@@ -39,10 +34,9 @@ func printDevWelcome(ctx context.Context, cfg *config.Config, svc catalog.Datase
 			break
 		}
 	}
-	base := "http://" + cfg.HTTPAddr
 	headers := fmt.Sprintf(`-H "Authorization: Bearer $TOKEN" -H "x-api-key: dev" -H "x-gw-ims-org-id: %s"`, org)
 	fmt.Fprintf(out, `
-retentiond is starting at %[1]s with %[2]d demo datasets in org %[3]s.
+retentiond is serving at %[1]s with %[2]d demo datasets in org %[3]s.
 
   export TOKEN=%[4]s
 
@@ -50,8 +44,19 @@ retentiond is starting at %[1]s with %[2]d demo datasets in org %[3]s.
   curl -s %[5]s %[1]s/ttl/%[6]s
   curl -s -X PATCH %[5]s -H "Content-Type: application/json" %[1]s/v2/dataSets/%[6]s \
        -d '{"extensions":{"adobe_lakeHouse":{"rowExpiration":{"ttlValue":"P3M"}}}}'
-
-Stop with Ctrl-C; the next `+"`make run`"+` reuses the data.
 `, base, len(datasets), org, token, headers, id)
+	if dev == nil {
+		fmt.Fprintln(out, "\nStop with Ctrl-C.")
+		return nil
+	}
+	fmt.Fprintf(out, `
+From a second shell in this checkout, ./bin/retentionctl reaches this database by itself: with DATABASE_URL unset
+it reads %[1]s. Other tools need
+
+  export DATABASE_URL=%[2]s
+
+Stop with Ctrl-C: PostgreSQL stops too, and the next `+"`make run`"+` reuses the data. Should retentiond be killed
+and leave PostgreSQL running, the next `+"`make run`"+` takes it over, or `+"`make stop`"+` stops it.
+`, dev.URLFile(), dev.URL())
 	return nil
 }

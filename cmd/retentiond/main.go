@@ -24,6 +24,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
+	"github.com/acme/retention/internal/demo"
 	"github.com/acme/retention/internal/pgcluster"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
@@ -36,6 +37,10 @@ func main() { os.Exit(exitCode()) }
 func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Output piped to a program that is gone (`make run | tee log`, where Ctrl-C ends tee first) must not kill the
+	// process on its next log line before it has stopped its PostgreSQL: with SIGPIPE notified, such a write fails
+	// with EPIPE instead, and the shutdown goes on.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "retentiond:", err)
 		return 1
@@ -66,42 +71,69 @@ func run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(stderr, cfg.LogLevel)
 	logger.Info("starting", slog.Any("config", cfg))
 
+	var cluster *pgcluster.Dev
 	if cfg.DatabaseURL == "" {
-		cluster, err := startDevCluster(ctx, logger, stdout)
-		if err != nil {
+		if cluster, err = startDevCluster(ctx, getenv, logger, stdout); err != nil {
 			return err
 		}
-		defer func() { _ = cluster.Stop(context.WithoutCancel(ctx)) }()
-		cfg.DatabaseURL = cluster.URL("retention")
+		defer func() {
+			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+				logger.Error("could not stop postgres", slog.Any("error", err))
+			}
+		}()
+		cfg.DatabaseURL = cluster.URL()
 	}
-	return serve(ctx, cfg, logger, stdout)
+	return serve(ctx, cfg, logger, stdout, cluster)
 }
 
-func startDevCluster(ctx context.Context, logger *slog.Logger, stdout io.Writer) (*pgcluster.Cluster, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("find the checkout: %w", err)
-	}
-	dir, why, err := pgcluster.DevDataDir(wd)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(stdout, "PostgreSQL data: %s (%s)\n", dir, why)
-	cluster, err := pgcluster.Start(ctx, pgcluster.Config{DataDir: dir, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	if err := cluster.CreateDatabase(ctx, "retention"); err != nil {
-		_ = cluster.Stop(ctx)
-		return nil, err
-	}
-	return cluster, nil
+// newLogger returns the service's JSON logger. Durations are written as milliseconds, under their key with "_ms"
+// appended ("took_ms":2868), rather than as the nanoseconds slog writes by default ("took":2868000000).
+func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationInMilliseconds}))
 }
 
-func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer) error {
+// durationInMilliseconds is the loggers' ReplaceAttr: a duration becomes KEY_ms, a number of milliseconds with
+// microseconds as its fraction.
+func durationInMilliseconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	return slog.Float64(a.Key+"_ms", float64(a.Value.Duration().Microseconds())/1000)
+}
+
+// startDevCluster starts the private cluster of the checkout (RETENTION_CHECKOUT, else the one holding the current
+// folder), takes over one that a killed retentiond left running, and says where its data is and what it did.
+func startDevCluster(ctx context.Context, getenv config.Getenv, logger *slog.Logger, stdout io.Writer) (*pgcluster.Dev, error) {
+	checkout := getenv("RETENTION_CHECKOUT")
+	if checkout == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("find the checkout: %w", err)
+		}
+		checkout = pgcluster.DevCheckout(wd)
+	}
+	dir, why, err := pgcluster.DevDataDir(checkout)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(stdout, why)
+	dev, err := pgcluster.StartDev(ctx, dir, "retention", logger)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case dev.TookOver():
+		fmt.Fprintln(stdout, "PostgreSQL was still running there, left by a retentiond that did not stop it (killed?): this one took it over and stops it on exit.")
+	case !dev.Owned():
+		fmt.Fprintln(stdout, "PostgreSQL there is run by another retentiond of this checkout, which stops it when it ends; this one leaves it running.")
+	}
+	return dev, nil
+}
+
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer, dev *pgcluster.Dev) error {
 	db, err := postgres.Open(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
 		return err
@@ -125,8 +157,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
+	var demoDatasets []*catalog.Dataset
 	if cfg.Dev {
-		if err := printDevWelcome(ctx, cfg, datasets, db, stdout); err != nil {
+		if demoDatasets, err = demo.Load(ctx, datasets, db); err != nil {
 			return err
 		}
 	}
@@ -167,7 +200,18 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		TranslateError: postgres.TranslateError,
 	})
-	return listen(ctx, cfg, api, logger)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	if cfg.Dev {
+		// After the port is bound, so that the calls it prints work as soon as it is read.
+		if err := printDevWelcome(stdout, cfg.AuthHS256Secret, "http://"+ln.Addr().String(), demoDatasets, dev); err != nil {
+			_ = ln.Close()
+			return err
+		}
+	}
+	return listen(ctx, cfg, ln, api, logger)
 }
 
 // newJobs builds the retention scheduler and workers. With RETENTIOND_SCHEDULER=false this replica only queues
@@ -202,13 +246,9 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 	return svc, schedules, err
 }
 
-// listen serves until ctx ends, then stops accepting requests and lets in-flight ones finish within the shutdown
-// timeout before the deferred pool close.
-func listen(ctx context.Context, cfg *config.Config, handler http.Handler, logger *slog.Logger) error {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
-	}
+// listen serves on ln until ctx ends, then stops accepting requests and lets in-flight ones finish within the
+// shutdown timeout before the deferred pool close.
+func listen(ctx context.Context, cfg *config.Config, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -226,6 +227,22 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		}
 	}
 	require.Equal(t, float64(http.StatusCreated), seen["req-create-1"], "each request is logged with its request_id: %s", log)
+	for _, line := range lines {
+		for key, value := range line {
+			require.False(t, key == "duration" || key == "took" || key == "timeout", "a duration in nanoseconds: %q: %v", key, value)
+		}
+		if line["msg"] == "starting" {
+			config, _ := line["config"].(map[string]any)
+			require.Equal(t, float64(5000), config["shutdown_timeout_ms"], "the config's durations in milliseconds: %v", config)
+			require.NotContains(t, config, "shutdown_timeout")
+		}
+		if line["msg"] == "shutting down" {
+			require.Equal(t, float64(5000), line["timeout_ms"], "SHUTDOWN_TIMEOUT 5s, in milliseconds")
+		}
+		if line["request_id"] == "req-get-1" {
+			require.IsType(t, float64(0), line["duration_ms"], "requests log their duration in milliseconds: %v", line)
+		}
+	}
 	require.Equal(t, float64(http.StatusOK), seen["req-get-1"])
 	messages := make([]string, 0, len(lines))
 	for _, line := range lines {
@@ -265,4 +282,25 @@ func TestRunRefusesBadFlag(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, stderr.String(), "-port", "the flag package names the unknown flag")
 	require.Empty(t, stdout.String())
+}
+
+// Durations are logged in milliseconds, as "KEY_ms", wherever they are, not as slog's nanoseconds.
+func TestLoggerWritesDurationsInMilliseconds(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	newLogger(&buf, slog.LevelInfo).Info("started postgres", "took", 2868*time.Millisecond,
+		slog.Duration("fast", 412*time.Microsecond), slog.Group("run", slog.Duration("duration", time.Minute)), slog.Int("port", 5432))
+	require.JSONEq(t, `{"level":"INFO","msg":"started postgres","took_ms":2868,"fast_ms":0.412,"run":{"duration_ms":60000},"port":5432}`,
+		withoutTime(t, buf.String()))
+}
+
+// withoutTime drops the time field of a JSON log line.
+func withoutTime(t *testing.T, line string) string {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &m))
+	delete(m, "time")
+	out, err := json.Marshal(m)
+	require.NoError(t, err)
+	return string(out)
 }

@@ -36,11 +36,14 @@ type Config struct {
 	// measurement of the run-under-load scenario.
 	LoadConns    int
 	LoadDuration time.Duration
-	// APIConns clients read for APIDuration each endpoint; pgbench -S runs as long with as many clients.
-	APIConns     int
-	APIDuration  time.Duration
-	PgbenchScale int
-	PgbenchJobs  int
+	// APIConns clients read for APIDuration each endpoint; pgbench -S runs as long with as many clients, or, when
+	// PgbenchTransactions is positive, until each client has run that many transactions: a floor of work rather
+	// than of time, so that a slow or busy machine still measures something.
+	APIConns            int
+	APIDuration         time.Duration
+	PgbenchScale        int
+	PgbenchJobs         int
+	PgbenchTransactions int
 	// PreviewRows is the size of the dataset GET /ttl/{id}/preview is timed on; AuditEvents the size of the audit
 	// log a filtered page of GET /audit/events is read from.
 	PreviewRows int
@@ -111,6 +114,8 @@ func SmokeConfig() Config {
 	c.HTTPRows, c.HTTPDatasets, c.HTTPBodyRows = 10_000, 2, 2000
 	c.LoadConns, c.LoadDuration = 2, time.Second
 	c.APIConns, c.APIDuration, c.PgbenchScale = 16, time.Second, 1
+	// A second of pgbench with 16 clients can end before any of them completes a transaction on a loaded machine.
+	c.PgbenchTransactions = 50
 	c.PreviewRows, c.AuditEvents = 10_000, 10_000
 	return c
 }
@@ -135,6 +140,9 @@ func (c *Config) validate() error {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.name, n.v))
 		}
+	}
+	if c.PgbenchTransactions < 0 {
+		errs = append(errs, fmt.Errorf("-pgbench-transactions must be 0 (run for -api-duration) or more, got %d", c.PgbenchTransactions))
 	}
 	if c.LoadDuration <= 0 || c.APIDuration <= 0 {
 		errs = append(errs, errors.New("-load-duration and -api-duration must be positive"))
@@ -189,6 +197,7 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.DurationVar(&c.APIDuration, "api-duration", c.APIDuration, "duration of each API-reads measurement and of pgbench")
 	fs.IntVar(&c.PgbenchScale, "pgbench-scale", c.PgbenchScale, "pgbench -i scale")
 	fs.IntVar(&c.PgbenchJobs, "pgbench-jobs", c.PgbenchJobs, "pgbench -j")
+	fs.IntVar(&c.PgbenchTransactions, "pgbench-transactions", c.PgbenchTransactions, "pgbench -t: transactions per client instead of -api-duration (0: run for -api-duration)")
 	fs.IntVar(&c.PreviewRows, "preview-rows", c.PreviewRows, "rows of the dataset the preview is timed on")
 	fs.IntVar(&c.AuditEvents, "audit-events", c.AuditEvents, "audit events the audit query reads from")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "use this server (superuser URL) instead of a private cluster")

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -102,8 +103,7 @@ func (h *harness) pgbench(ctx context.Context) (float64, string, error) {
 	if out, err := exec.CommandContext(ctx, bin, "-i", "-q", "-s", strconv.Itoa(cfg.PgbenchScale), url).CombinedOutput(); err != nil { //nolint:gosec // pgbench of the server
 		return 0, "", fmt.Errorf("pgbench -i: %w\n%s", err, out)
 	}
-	secs := int(math.Ceil(cfg.APIDuration.Seconds()))
-	args := []string{"-S", "-n", "-c", strconv.Itoa(cfg.APIConns), "-j", strconv.Itoa(cfg.PgbenchJobs), "-T", strconv.Itoa(secs), url}
+	args, length := pgbenchArgs(cfg, url)
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput() //nolint:gosec // pgbench of the server
 	if err != nil {
 		return 0, "", fmt.Errorf("pgbench -S: %w\n%s", err, out)
@@ -120,6 +120,17 @@ func (h *harness) pgbench(ctx context.Context) (float64, string, error) {
 	if lm := regexp.MustCompile(`latency average = ([0-9.]+ ms)`).FindSubmatch(out); lm != nil {
 		lat = ", latency average " + string(lm[1])
 	}
-	return tps, fmt.Sprintf("pgbench -S -c %d -j %d -T %d on a scale-%d pgbench database of the same server: %s TPS%s.",
-		cfg.APIConns, cfg.PgbenchJobs, secs, cfg.PgbenchScale, fmtInt(int64(tps)), lat), nil
+	return tps, fmt.Sprintf("pgbench -S -c %d -j %d %s on a scale-%d pgbench database of the same server: %s TPS%s.",
+		cfg.APIConns, cfg.PgbenchJobs, length, cfg.PgbenchScale, fmtInt(int64(tps)), lat), nil
+}
+
+// pgbenchArgs are the arguments of the select-only run, and how long it runs as they say it: -t N transactions per
+// client when the config sets a floor of work, else -T for the API test's duration.
+func pgbenchArgs(cfg Config, url string) ([]string, string) {
+	length := fmt.Sprintf("-T %d", int(math.Ceil(cfg.APIDuration.Seconds())))
+	if cfg.PgbenchTransactions > 0 {
+		length = fmt.Sprintf("-t %d", cfg.PgbenchTransactions)
+	}
+	args := append([]string{"-S", "-n", "-c", strconv.Itoa(cfg.APIConns), "-j", strconv.Itoa(cfg.PgbenchJobs)}, strings.Fields(length)...)
+	return append(args, url), length
 }

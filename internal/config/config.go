@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,22 @@ type Config struct {
 	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
 	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
 	AuditKeep retention.Period `json:"audit_keep"`
+}
+
+// LogValue implements slog.LogValuer: the configuration as retentiond logs it at start, a group of the fields with
+// a JSON name, so that secrets (json:"-") stay out as in its JSON, and durations stay durations, which the logger
+// writes as it writes every duration (retentiond: milliseconds, "shutdown_timeout_ms").
+func (c *Config) LogValue() slog.Value {
+	v := reflect.ValueOf(c).Elem()
+	attrs := make([]slog.Attr, 0, v.NumField())
+	for i := range v.NumField() {
+		name, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" || (strings.Contains(opts, "omitempty") && v.Field(i).IsZero()) {
+			continue
+		}
+		attrs = append(attrs, slog.Any(name, v.Field(i).Interface()))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.

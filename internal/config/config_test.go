@@ -217,6 +217,24 @@ func TestConfigJSONHidesSecrets(t *testing.T) {
 			require.Contains(t, logged.String(), "http_addr")
 			require.NotContains(t, logged.String(), dbPassword)
 			require.NotContains(t, logged.String(), tc.secret)
+			require.Contains(t, logged.String(), `"retention_ingestion_grace":"P30D"`, "periods as written")
+			require.Contains(t, logged.String(), `"log_level":"INFO"`)
 		})
 	}
+}
+
+// The logged config's durations are durations, for the logger to write as it writes every one (retentiond:
+// milliseconds), not the nanoseconds of its JSON.
+func TestConfigLogsDurations(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load(getenv(validEnv()), false)
+	require.NoError(t, err)
+	var kinds = map[string]slog.Kind{}
+	for _, a := range cfg.LogValue().Group() {
+		kinds[a.Key] = a.Value.Kind()
+	}
+	for _, name := range []string{"shutdown_timeout", "retention_job_timeout", "retention_rescue_after"} {
+		require.Equal(t, slog.KindDuration, kinds[name], name)
+	}
+	require.NotContains(t, kinds, "auth_jwks_url", "empty omitempty fields are left out, as in the JSON")
 }

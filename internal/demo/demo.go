@@ -49,8 +49,8 @@ var datasets = []datasetSpec{
 // Load creates the demo datasets that do not exist yet and gives each time-series one RowsPerDataset event rows
 // spread over the two years before now, unless it holds rows already: a second `make run` leaves the data as it
 // is. The rows keep their event time as their ingestion time, as a migrated history would, so that they are not
-// held back by the ingestion grace and a retention run removes the expired ones. It returns the datasets of the
-// first org.
+// held back by the ingestion grace and a retention run removes the expired ones. It returns the first org's demo
+// datasets, by name: not the datasets a user created beside them.
 func Load(ctx context.Context, svc catalog.DatasetService, db *postgres.DB) ([]*catalog.Dataset, error) {
 	rows := postgres.NewRowService(db, 0)
 	now := db.Now().UTC().Truncate(time.Millisecond)
@@ -76,11 +76,17 @@ func Load(ctx context.Context, svc catalog.DatasetService, db *postgres.DB) ([]*
 		}
 	}
 	c := &catalog.Caller{Org: Orgs[0], Sandbox: catalog.DefaultSandbox}
-	all, err := svc.FindDatasets(ctx, c, catalog.DatasetFilter{IncludeAll: true, OrderBy: []catalog.Order{{Field: "name"}}})
+	var names []string
+	for _, spec := range datasets {
+		if spec.org == Orgs[0] {
+			names = append(names, spec.name)
+		}
+	}
+	demo, err := svc.FindDatasets(ctx, c, catalog.DatasetFilter{Names: names, IncludeAll: true, OrderBy: []catalog.Order{{Field: "name"}}})
 	if err != nil {
 		return nil, fmt.Errorf("list demo datasets: %w", err)
 	}
-	return all, nil
+	return demo, nil
 }
 
 // ensureDataset creates the demo dataset, or finds it when an earlier run created it.

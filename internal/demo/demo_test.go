@@ -47,6 +47,9 @@ func TestLoad(t *testing.T) {
 		svc := postgres.NewDatasetService(db)
 		ctx := context.Background()
 
+		_, err := svc.CreateDataset(ctx, &catalog.Caller{User: "u", ClientID: "c", Org: Orgs[0], Sandbox: catalog.DefaultSandbox, RequestID: "r"},
+			catalog.DatasetCreate{Name: "checkout-events", Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
 		first, err := Load(ctx, svc, db)
 		require.NoError(t, err)
 		counts := rowCounts(t, db)
@@ -57,9 +60,11 @@ func TestLoad(t *testing.T) {
 			"loyalty-members":  0,
 			"pos-transactions": RowsPerDataset,
 			"support-tickets":  RowsPerDataset,
+			"checkout-events":  0, // the user's own
 		}
 		require.Equal(t, want, counts)
 
+		require.Len(t, first, 4, "the first org's demo datasets, not the user's own beside them (the banner counts them)")
 		second, err := Load(ctx, svc, db)
 		require.NoError(t, err)
 		require.Equal(t, counts, rowCounts(t, db), "a second load adds no rows")

@@ -208,24 +208,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 }
 
 func start(ctx context.Context, cfg Config, dir string, logger *slog.Logger) (*Cluster, error) {
-	binDir, err := findBinDir(ctx, cfg.BinDir)
+	c, pgUser, err := newCluster(ctx, cfg.BinDir, dir, logger)
 	if err != nil {
 		return nil, err
 	}
-	var runAs *syscall.Credential
-	var pgUser *account
-	if os.Geteuid() == 0 {
-		pgUser, err = lookupAccount(osUser)
-		if err != nil {
-			return nil, fmt.Errorf("running as root, so PostgreSQL must run as the %q OS user: %w", osUser, err)
-		}
-		runAs = pgUser.credential()
-	}
-	dir, err = prepareDataDir(dir, pgUser, logger)
-	if err != nil {
+	if c.dataDir, err = prepareDataDir(dir, pgUser, logger); err != nil {
 		return nil, err
 	}
-	c := &Cluster{dataDir: dir, binDir: binDir, log: logger, runAs: runAs}
+	dir = c.dataDir
 
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
 		if err := c.initdb(ctx, cfg.Settings["fsync"] == "off"); err != nil {
@@ -239,6 +229,25 @@ func start(ctx context.Context, cfg Config, dir string, logger *slog.Logger) (*C
 		return c.reuse(ctx, cfg, pf)
 	}
 	return c.startServer(ctx, cfg)
+}
+
+// newCluster is the Cluster of the data folder dir before anything is started: where its binaries are and, when
+// this process is root, the OS user its server-side tools run as (also returned, nil otherwise).
+func newCluster(ctx context.Context, binDir, dir string, logger *slog.Logger) (*Cluster, *account, error) {
+	binDir, err := findBinDir(ctx, binDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &Cluster{dataDir: dir, binDir: binDir, log: logger}
+	if os.Geteuid() != 0 {
+		return c, nil, nil
+	}
+	pgUser, err := lookupAccount(osUser)
+	if err != nil {
+		return nil, nil, fmt.Errorf("running as root, so PostgreSQL must run as the %q OS user: %w", osUser, err)
+	}
+	c.runAs = pgUser.credential()
+	return c, pgUser, nil
 }
 
 // reuse adopts a server that is already running in the data folder, so a
