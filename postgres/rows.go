@@ -108,6 +108,7 @@ func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID st
 				res.Reject(ev.Line, ev.Err)
 				continue
 			}
+			rc.Now = s.db.now() // each line of a long stream is judged by when it arrived
 			in, err := rc.ParseRow(ev.Data)
 			if err != nil {
 				res.Reject(ev.Line, err)
