@@ -22,12 +22,15 @@ func NewSweepStore(db *DB) *SweepStore { return &SweepStore{db: db} }
 var _ retention.SweepStore = (*SweepStore)(nil)
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
-// with a whole drop of partition p at $1 with grace $2: its dataset is live and either its setting changed before
-// the partition's range ended (a longer TTL may keep some rows), it was placed under no TTL, it arrived too recently
-// for the ingestion grace, or it is outside the run's scope ($3, NULL = all).
+// with a whole drop of partition p at $1 with grace $2: its dataset is live and either the partition's range has
+// not ended (its rows are not all expired), its setting changed before the range ended (a longer TTL may keep some
+// rows), it was placed under no TTL, it arrived too recently for the ingestion grace, or it is outside the run's
+// scope ($3, NULL = all). So a partition of any range goes whole when it holds only rows of deleted datasets, or
+// none: the empty partitions a deleted dataset or a run's deletes leave do not stay attached. The past partition's
+// range ends before any row in it was stored, and every row in it had expired under its setting when it arrived.
 const badGroupCondition = `st.row_count > 0 AND NOT (
     (d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
-    OR (h.ttl IS NOT NULL
+    OR (h.ttl IS NOT NULL AND p.upper_bound <= $1
         AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound)
         AND st.max_ingested_at + $2::interval <= $1))
     OR ($3::text[] IS NOT NULL AND NOT st.dataset_id = ANY($3::text[]))`
@@ -66,11 +69,13 @@ func sweepScope(s retention.Sweep) any {
 	return ids
 }
 
-// DroppablePartitions implements retention.SweepStore.
+// DroppablePartitions implements retention.SweepStore. A partition whose range has not ended qualifies only when it
+// holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
+// probe of the counters each, which stops at the first live group.
 func (s *SweepStore) DroppablePartitions(ctx context.Context, sw retention.Sweep) ([]retention.Partition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
-WHERE part.store = $4 AND part.upper_bound <= $1
+WHERE part.store = $4
   AND NOT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = part.name AND (`+badGroupCondition+`))
 ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store)
 	if err != nil {
