@@ -179,13 +179,23 @@ func placedAt(store catalog.Store, expiry *time.Time, now time.Time, existing []
 		lvl := cellLevels[i]
 		lower := time.Date(e.Year()-e.Year()%lvl.years, 1, 1, 0, 0, 0, 0, time.UTC)
 		upper := lower.AddDate(lvl.years, 0, 0)
-		if lower.Before(lvl.from.AddTo(month)) || slices.ContainsFunc(existing, func(p partitionSpec) bool { return p.overlaps(lower, upper) }) {
+		if lower.Before(lvl.from.AddTo(month)) || overlapsAny(existing, lower, upper) {
 			continue
 		}
 		return partitionSpec{store: store, lower: lower, upper: upper}
 	}
 	lower := time.Date(e.Year(), e.Month(), 1, 0, 0, 0, 0, time.UTC)
 	return partitionSpec{store: store, lower: lower, upper: lower.AddDate(0, 1, 0)}
+}
+
+// overlapsAny reports whether any of the partitions shares an instant with the cell [lower, upper).
+func overlapsAny(parts []partitionSpec, lower, upper time.Time) bool {
+	for _, p := range parts {
+		if p.overlaps(lower, upper) {
+			return true
+		}
+	}
+	return false
 }
 
 // placedValue is the placed_expiry column value of a row in the partition: -infinity in the past partition,
@@ -276,6 +286,23 @@ func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
 func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(d.Milliseconds(), 1)))
 	return err
+}
+
+// Lock order. Every transaction that touches rows locks, in this order: the stores' parent tables, then
+// partitions in name order, then a dataset's advisory lock, then counters in key order. A run's drop locks the
+// parent first as well (ACCESS EXCLUSIVE, which a detach needs), so it waits for the requests in flight, at most
+// its lock timeout, and none of them waits for it while holding what it needs: a drop that locked its partitions
+// first and the parent last deadlocked with every request that held the parent and wanted one of them, and lost.
+
+// lockParents is the statement that locks the stores' parent tables, and no partition (ONLY), for a transaction that
+// writes rows: no partition can be detached or created under it.
+func lockParents(stores ...catalog.Store) string {
+	tables := make([]string, 0, len(stores))
+	for _, s := range stores {
+		tables = append(tables, "ONLY "+storeTable(s))
+	}
+	slices.Sort(tables)
+	return `LOCK TABLE ` + strings.Join(slices.Compact(tables), ", ") + ` IN ROW EXCLUSIVE MODE`
 }
 
 // tableList is the partitions' names as a comma-separated list of quoted identifiers, for LOCK and DROP.

@@ -334,12 +334,20 @@ const datasetLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('rows:' ||
 
 var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload"}
 
-// copyChunk writes the chunk in its transaction. It locks the chunk's partitions first, in name order as a run's
-// drop does: a partition a run dropped since the chunk was placed fails the lock (42P01) before anything is
-// written, and once locked, none can be dropped under the chunk (a drop waits at most its lock timeout and checks
-// the counters again afterwards, which then count this chunk's rows).
+// copyChunk writes the chunk in its transaction. It takes its locks first, in the lock order (partition.go): the
+// parents of the stores it writes to or deletes from, then its partitions. A partition a run dropped since the
+// chunk was placed fails the lock (42P01) before anything is written; once they are locked, no run can drop a
+// partition under the chunk (a drop waits at most its lock timeout, and checks the counters again afterwards,
+// which then count this chunk's rows).
 func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
 	names := slices.Sorted(maps.Keys(groups))
+	stores := slices.Collect(maps.Keys(t.settings))
+	if slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.ClientID }) {
+		stores = catalog.Stores // replacing an _id deletes from every store
+	}
+	if _, err := tx.Exec(ctx, lockParents(stores...)); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `LOCK TABLE `+tableList(names)+` IN ROW EXCLUSIVE MODE`); err != nil {
 		return err
 	}
@@ -443,8 +451,8 @@ SELECT coalesce(sum(n), 0)::bigint FROM counted`
 // rows it removed. It looks only in the partitions the counters say hold rows of the dataset: a probe of every
 // partition of both stores for each _id made ingestion with client _ids several times slower. The counters are
 // exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
-// The statement names no partition: one a run detaches between the lookup and the statement is simply no longer
-// part of the store, where a statement on it by name failed (42P01).
+// The caller holds the stores' parents (lockParents), so no run detaches a partition between the lookup and the
+// delete; the statement names none anyway, where one naming each partition failed with 42P01 when a run had.
 func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
 	var total int64
 	for _, store := range catalog.Stores {
@@ -602,6 +610,9 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, lockParents(catalog.Stores...)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {

@@ -108,7 +108,7 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 			return err
 		}
 		if !sw.DryRun {
-			if err := lockPartitions(ctx, tx, names); err != nil {
+			if err := lockPartitions(ctx, tx, catalog.Store(sw.Store), names); err != nil {
 				return err
 			}
 		}
@@ -159,9 +159,13 @@ func (s *SweepStore) DropDetached(ctx context.Context, detachedBy time.Time, loc
 	return len(names), nil
 }
 
-// lockPartitions takes the partitions' locks, skipping those another run has dropped since they were listed. One
-// dropped between the listing here and the lock fails the transaction, and the caller's retry lists again.
-func lockPartitions(ctx context.Context, tx pgx.Tx, names []string) error {
+// lockPartitions takes the store's parent table, as the detach will, and then the partitions, in the lock order
+// (partition.go), skipping those another run has dropped since they were listed. One dropped between the listing
+// here and the lock fails the transaction, and the caller's retry lists again.
+func lockPartitions(ctx context.Context, tx pgx.Tx, store catalog.Store, names []string) error {
+	if _, err := tx.Exec(ctx, `LOCK TABLE ONLY `+storeTable(store)+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, `SELECT name FROM row_partitions WHERE name = ANY($1) ORDER BY name`, names)
 	if err != nil {
 		return err
@@ -210,6 +214,8 @@ SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $
 
 // detachAndRecord detaches the partitions from their store, renames them out of the way of a partition that a late
 // event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
+// A detached table is named after its object id, which no other table has: a partition made again for the same
+// range can be detached again before the first one's table is released.
 func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
 	parent := pgx.Identifier{storeTable(catalog.Store(sw.Store))}.Sanitize()
 	var names, parts, ids []string
@@ -219,7 +225,11 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts 
 		for ds, n := range byDataset {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-		gone := fmt.Sprintf("%s_gone%d", name, now.UnixMicro())
+		var oid uint32
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1)::oid`, pgx.Identifier{name}.Sanitize()).Scan(&oid); err != nil {
+			return err
+		}
+		gone := fmt.Sprintf("%s_gone%d", name, oid)
 		for _, stmt := range []string{
 			`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
 			`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{gone}.Sanitize(),
