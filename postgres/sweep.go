@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -218,18 +220,18 @@ SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $
 // range can be detached again before the first one's table is released.
 func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
 	parent := pgx.Identifier{storeTable(catalog.Store(sw.Store))}.Sanitize()
-	var names, parts, ids []string
+	names := slices.Collect(maps.Keys(counts))
+	oids, err := tableOIDs(ctx, tx, names)
+	if err != nil {
+		return err
+	}
+	var parts, ids []string
 	var ns []int64
-	for name, byDataset := range counts {
-		names = append(names, name)
-		for ds, n := range byDataset {
+	for _, name := range names {
+		for ds, n := range counts[name] {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-		var oid uint32
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1)::oid`, pgx.Identifier{name}.Sanitize()).Scan(&oid); err != nil {
-			return err
-		}
-		gone := fmt.Sprintf("%s_gone%d", name, oid)
+		gone := fmt.Sprintf("%s_gone%d", name, oids[name])
 		for _, stmt := range []string{
 			`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
 			`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{gone}.Sanitize(),
@@ -245,8 +247,24 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts 
 	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, names); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
+	_, err = tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
 	return err
+}
+
+// tableOIDs returns the object ids of the tables, by name.
+func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint32, error) {
+	rows, err := tx.Query(ctx, `SELECT n, to_regclass(quote_ident(n))::oid FROM unnest($1::text[]) n`, names)
+	if err != nil {
+		return nil, err
+	}
+	oids := map[string]uint32{}
+	var name string
+	var oid uint32
+	_, err = pgx.ForEachRow(rows, []any{&name, &oid}, func() error {
+		oids[name] = oid
+		return nil
+	})
+	return oids, err
 }
 
 // DatasetPartitions implements retention.SweepStore: the partitions holding rows of the dataset that may be
