@@ -368,9 +368,10 @@ type partitionFilter []partitionRange
 // none reports whether the dataset has no rows in the store.
 func (f partitionFilter) none() bool { return len(f) == 0 }
 
-// sql is the filter as a condition on col, the partition key: constants, so that Postgres prunes while it plans,
-// whatever the plan cache does with the statement's parameters.
-func (f partitionFilter) sql(col string) string {
+// sql is the filter as a condition on the partition key of a row r: constants, so that Postgres prunes while it
+// plans, whatever the plan cache does with the statement's parameters.
+func (f partitionFilter) sql() string {
+	const col = "r.placed_expiry"
 	if f.none() {
 		return "false"
 	}

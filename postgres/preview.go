@@ -124,7 +124,7 @@ func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string,
 	}
 	if overrides {
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+q.countedSQL()+`), count(*) FROM `+storeTable(q.store)+
-			` r WHERE r.dataset_id = $1 AND `+parts.sql("r.placed_expiry"), append([]any{pgx.QueryExecModeExec}, q.args(datasetID)...)...).Scan(&counted, &stored)
+			` r WHERE r.dataset_id = $1 AND `+parts.sql(), append([]any{pgx.QueryExecModeExec}, q.args(datasetID)...)...).Scan(&counted, &stored)
 		return counted, stored, err
 	}
 	history, err := settingsHistory(ctx, tx, datasetID, q.store)
@@ -226,7 +226,7 @@ func (q previewQuestion) countGroup(ctx context.Context, tx pgx.Tx, datasetID st
 		part = partitionFilter{{lower: &farBoundary}}
 	}
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM `+storeTable(q.store)+` r
-WHERE r.dataset_id = $1 AND `+part.sql("r.placed_expiry")+` AND r.setting_id = $5 AND r.ts <= $6 AND `+q.countedSQL(),
+WHERE r.dataset_id = $1 AND `+part.sql()+` AND r.setting_id = $5 AND r.ts <= $6 AND `+q.countedSQL(),
 		append([]any{pgx.QueryExecModeExec}, append(q.args(datasetID), g.settingID, possible)...)...).Scan(&n)
 	return n, err
 }
@@ -283,7 +283,7 @@ func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store cata
 		sample, scale, p.Estimated = " TABLESAMPLE SYSTEM (1)", 100, true
 	}
 	rows, err := tx.Query(ctx, `SELECT date_trunc('month', r.ts), count(*) FROM `+storeTable(store)+` r`+sample+`
-		WHERE r.dataset_id = $1 AND `+parts.sql("r.placed_expiry")+` GROUP BY 1 ORDER BY 1 DESC`, pgx.QueryExecModeExec, datasetID)
+		WHERE r.dataset_id = $1 AND `+parts.sql()+` GROUP BY 1 ORDER BY 1 DESC`, pgx.QueryExecModeExec, datasetID)
 	if err != nil {
 		return fmt.Errorf("row distribution: %w", err)
 	}

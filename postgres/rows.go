@@ -467,7 +467,7 @@ func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, i
 			db.hooks.afterPartitionLookup()
 		}
 		var n int64
-		query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql("r.placed_expiry"))
+		query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql())
 		if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids).Scan(&n); err != nil {
 			return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
 		}
@@ -581,7 +581,7 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", parts.sql("r.placed_expiry"), "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
+	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
 	if hiddenThrough != nil {
 		where = append(where, "r.ts > "+arg(*hiddenThrough))
 	}

@@ -224,8 +224,11 @@ func TestRowRequestsBesideRunsThatDropPartitions(t *testing.T) {
 	}
 	expect := func(want int, method, path, body string, headers ...string) error {
 		status, got, err := partitionsSend(busy, method, path, body, headers...)
-		if err != nil || status != want {
-			return fmt.Errorf("%s %s: %d %s (%v), want %d", method, path, status, got, err, want)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		if status != want {
+			return fmt.Errorf("%s %s: %d %s, want %d", method, path, status, got, want)
 		}
 		return nil
 	}
