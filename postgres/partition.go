@@ -275,6 +275,9 @@ func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
 	}
 	db.partitionsMu.Lock()
 	defer db.partitionsMu.Unlock()
+	if db.partitions == nil {
+		db.partitions = map[catalog.Store][]partitionSpec{}
+	}
 	if !slices.ContainsFunc(db.partitions[spec.store], func(p partitionSpec) bool { return p.name() == spec.name() }) {
 		db.partitions[spec.store] = append(slices.Clip(db.partitions[spec.store]), spec)
 	}
@@ -288,21 +291,27 @@ func setLockTimeout(ctx context.Context, tx pgx.Tx, d time.Duration) error {
 	return err
 }
 
-// Lock order. Every transaction that touches rows locks, in this order: the stores' parent tables, then
-// partitions in name order, then a dataset's advisory lock, then counters in key order. A run's drop locks the
-// parent first as well (ACCESS EXCLUSIVE, which a detach needs), so it waits for the requests in flight, at most
-// its lock timeout, and none of them waits for it while holding what it needs: a drop that locked its partitions
-// first and the parent last deadlocked with every request that held the parent and wanted one of them, and lost.
+// Lock order. A request that writes rows, and a run's drop, lock in this order: the stores' parent tables, then
+// partitions in name order, then a dataset's advisory lock, then counters in key order. The drop takes the parent
+// first (ACCESS EXCLUSIVE, which a detach needs), so it waits for the requests in flight, at most its lock timeout,
+// and none of them waits for it while holding what it needs: a drop that locked its partitions first and the parent
+// last deadlocked with every request that held the parent and wanted one of them, and lost. A run's batch deletes
+// name one partition and never lock a parent.
 
-// lockParents is the statement that locks the stores' parent tables, and no partition (ONLY), for a transaction that
-// writes rows: no partition can be detached or created under it.
-func lockParents(stores ...catalog.Store) string {
-	tables := make([]string, 0, len(stores))
+// lockRows is the statement that takes, in the lock order, the locks of a transaction that writes rows: the stores'
+// parent tables alone (ONLY: no partition can be detached or created under it), then the partitions it writes to,
+// in name order.
+func lockRows(stores []catalog.Store, partitions []string) string {
+	parents := make([]string, 0, len(stores))
 	for _, s := range stores {
-		tables = append(tables, "ONLY "+storeTable(s))
+		parents = append(parents, "ONLY "+storeTable(s))
 	}
-	slices.Sort(tables)
-	return `LOCK TABLE ` + strings.Join(slices.Compact(tables), ", ") + ` IN ROW EXCLUSIVE MODE`
+	slices.Sort(parents)
+	tables := slices.Compact(parents)
+	if len(partitions) > 0 {
+		tables = append(tables, tableList(slices.Sorted(slices.Values(partitions))))
+	}
+	return `LOCK TABLE ` + strings.Join(tables, ", ") + ` IN ROW EXCLUSIVE MODE`
 }
 
 // tableList is the partitions' names as a comma-separated list of quoted identifiers, for LOCK and DROP.

@@ -102,7 +102,7 @@ func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID st
 	if err != nil {
 		return nil, err
 	}
-	rc := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt}
+	rc := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt, Now: s.db.now()}
 	res := &catalog.IngestResult{}
 	valid := func(yield func(catalog.RowInput) bool) {
 		for ev := range events {
@@ -110,7 +110,6 @@ func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID st
 				res.Reject(ev.Line, ev.Err)
 				continue
 			}
-			rc.Now = s.db.now() // each line of a long stream is judged by when it arrived
 			in, err := rc.ParseRow(ev.Data)
 			if err != nil {
 				res.Reject(ev.Line, err)
@@ -345,10 +344,7 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 	if slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.ClientID }) {
 		stores = catalog.Stores // replacing an _id deletes from every store
 	}
-	if _, err := tx.Exec(ctx, lockParents(stores...)); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE `+tableList(names)+` IN ROW EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, lockRows(stores, names)); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, datasetLockSQL, t.ds.ID); err != nil {
@@ -451,7 +447,7 @@ SELECT coalesce(sum(n), 0)::bigint FROM counted`
 // rows it removed. It looks only in the partitions the counters say hold rows of the dataset: a probe of every
 // partition of both stores for each _id made ingestion with client _ids several times slower. The counters are
 // exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
-// The caller holds the stores' parents (lockParents), so no run detaches a partition between the lookup and the
+// The caller holds the stores' parents (lockRows), so no run detaches a partition between the lookup and the
 // delete; the statement names none anyway, where one naming each partition failed with 42P01 when a run had.
 func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
 	var total int64
@@ -612,7 +608,7 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, lockParents(catalog.Stores...)); err != nil {
+		if _, err := tx.Exec(ctx, lockRows(catalog.Stores, nil)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {
