@@ -60,8 +60,8 @@ const pastMargin = 24 * time.Hour
 // month of margin. TestHorizonCoversBuiltinLimits holds it to that.
 var horizon = retention.Period{Years: 10, Months: 2}
 
-// cellLevels are the coarser cells, finest first: a cell of a level is used only where it starts at least from
-// after the current month began, so that it is at most a tenth as wide as its distance from now.
+// cellLevels are the coarser cells, finest first: a cell of a level is used only where it starts at least `from`
+// after the current month's start, so that it is at most a tenth as wide as its distance from now.
 var cellLevels = []struct {
 	years int
 	from  retention.Period
