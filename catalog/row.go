@@ -46,7 +46,16 @@ type RowContext struct {
 	Lake    Limits // the lake store's limits, which bound a row's own expiry
 	// AllowIngestedAt admits an _ingestedAt field: only an operator's import may backdate ingestion.
 	AllowIngestedAt bool
+	// Now is the time of ingestion, which a timestamp may not lie more than MaxFutureSkew after; zero skips the
+	// check.
+	Now time.Time
 }
+
+// MaxFutureSkew is how far after the time of ingestion an event's timestamp may lie: an event has happened by the
+// time it is sent, give or take a device's clock. It bounds where rows are placed: with the built-in limits no
+// row's expiry lies beyond the months the row store partitions one by one (docs/storage.md), so one line with a
+// timestamp years ahead cannot make coarse partitions that every tenant's rows would share when their time comes.
+const MaxFutureSkew = 24 * time.Hour
 
 // ParseRow validates one event. Rejections are EINVALID errors whose message names the field and the rule.
 func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
@@ -109,7 +118,15 @@ func (rc RowContext) parseTimestamp(obj map[string]any) (time.Time, error) {
 		}
 		return time.Time{}, nil
 	}
-	return parseTime("timestamp", raw)
+	t, err := parseTime("timestamp", raw)
+	if err != nil {
+		return t, err
+	}
+	if latest := rc.Now.Add(MaxFutureSkew); !rc.Now.IsZero() && t.After(latest) {
+		return time.Time{}, rowErr("timestamp", "timestamp %s is in the future: it may lie at most %d hours after the time of ingestion (%s)",
+			t.Format(time.RFC3339Nano), int(MaxFutureSkew.Hours()), latest.Format(time.RFC3339))
+	}
+	return t, nil
 }
 
 func parseTime(field string, raw any) (time.Time, error) {

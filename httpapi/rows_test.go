@@ -247,6 +247,7 @@ func TestReadsHideExpiredRows(t *testing.T) {
 		b.setNow(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 		id := b.createDataset(t, datasetOpts{})
 		require.Equal(t, http.StatusOK, b.patch(t, id, ttlBody(map[string]any{"adobe_lakeHouse": "P1M"}), nil).status)
+		b.setNow(time.Date(2024, 1, 31, 12, 0, 0, 0, time.UTC)) // an event is sent once it has happened
 		b.ingest(t, id, ndjson(event("2024-01-31T00:00:00Z", `"_id":"jan31"`)))
 		rows := b.readRows(t, id, "")
 		require.Equal(t, "2024-02-29T00:00:00Z", rows[0]["_expiresAt"], "Postgres clamps to the month's end")

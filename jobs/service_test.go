@@ -345,7 +345,9 @@ func (s *blockingSweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, pa
 func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.dataset(t, "a", "P3M")
+	id := b.dataset(t, "a", "P4M")
+	// A month on, December's partition holds an expired row and live ones: the run walks it, and blocks there.
+	b.clock.Set(b.clock.Now().AddDate(0, 1, 1))
 	block := &blockingSweep{SweepStore: postgres.NewSweepStore(b.db), reached: make(chan struct{}), released: make(chan struct{})}
 	w := b.replica(t, true, block)
 	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
@@ -440,11 +442,13 @@ func (s *panickySweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, par
 func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.dataset(t, "a", "P1M")
+	id := b.dataset(t, "a", "P2M")
 	w := b.replica(t, true, &panickySweep{SweepStore: postgres.NewSweepStore(b.db)})
 	failed, cancel := w.Client().Subscribe(river.EventKindJobFailed)
 	t.Cleanup(cancel)
-	// Shorten the TTL after the rows are placed, so some must go batch by batch, where the panic is.
+	// A month on, shorten the TTL: December's partition holds a row placed under P2M that P30D has expired, so the
+	// run walks it, where the panic is.
+	b.clock.Set(b.clock.Now().AddDate(0, 1, 1))
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P30D"}}}})
 	require.NoError(t, err)
 	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,7 +134,7 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 const metricsQuery = `
 SELECT st.dataset_id, st.partition_name, sum(st.row_count)::bigint
 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
-WHERE st.dataset_id = ANY($1) GROUP BY 1, 2`
+WHERE st.dataset_id = ANY($1) AND st.row_count > 0 GROUP BY 1, 2`
 
 // attachMetrics fills each time-series dataset's lake metrics: its row count from the counters, and its storage as
 // its rows times the bytes per row of each partition they share with other datasets.
@@ -150,24 +151,35 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 	if len(ids) == 0 {
 		return nil
 	}
-	perRow, err := db.bytesPerRow(ctx)
-	if err != nil {
-		return err
+	type share struct {
+		dataset, partition string
+		rows               int64
 	}
 	rows, err := q.Query(ctx, metricsQuery, ids)
 	if err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
 	}
-	var id, part string
-	var count int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &part, &count}, func() error {
-		m := byID[id].Metrics
-		m.RowCount += count
-		m.StorageSize += int64(float64(count) * perRow[part])
+	var shares []share
+	var sh share
+	if _, err := pgx.ForEachRow(rows, []any{&sh.dataset, &sh.partition, &sh.rows}, func() error {
+		shares = append(shares, sh)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
+	}
+	parts := make([]string, 0, len(shares))
+	for _, sh := range shares {
+		parts = append(parts, sh.partition)
+	}
+	slices.Sort(parts)
+	perRow, err := db.bytesPerRow(ctx, slices.Compact(parts))
+	if err != nil {
+		return err
+	}
+	for _, sh := range shares {
+		m := byID[sh.dataset].Metrics
+		m.RowCount += sh.rows
+		m.StorageSize += int64(float64(sh.rows) * perRow[sh.partition])
 	}
 	return nil
 }

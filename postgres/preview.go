@@ -38,13 +38,21 @@ var _ jobs.PreviewService = (*PreviewService)(nil)
 // event times of its rows, so a group entirely on one side of the question is counted whole or skipped, and only
 // the groups straddling it (about one partition's worth of the dataset) are read. Datasets with override rows,
 // whose expiry does not follow their event time, are read whole.
+//
+// It reads in one snapshot taken after locking the store's parent table against detaching (ACCESS SHARE, which
+// only DDL waits for): a run cannot drop a partition between the counters and the rows read here, so the count is
+// that of one state of the store, and every partition the counters name is there to be read.
 func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (*jobs.Preview, error) {
 	p := &jobs.Preview{At: s.db.now()}
 	q := previewQuestion{store: store, at: p.At}
 	if store == catalog.LakeHouse {
 		q.grace = s.LakeGrace
 	}
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// Before the first query, which takes the snapshot.
+		if _, err := tx.Exec(ctx, `LOCK TABLE ONLY `+storeTable(store)+` IN ACCESS SHARE MODE`); err != nil {
+			return fmt.Errorf("lock %s: %w", storeTable(store), err)
+		}
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err
@@ -58,10 +66,14 @@ func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, dataset
 			q.hypothetical = ttl
 		}
 		p.TTL = ttl
-		if p.RowsToDelete, p.RowCount, err = q.count(ctx, tx, datasetID); err != nil {
+		parts, err := datasetPartitions(ctx, tx, datasetID, store)
+		if err != nil {
+			return err
+		}
+		if p.RowsToDelete, p.RowCount, err = q.count(ctx, tx, datasetID, parts, s.db.hooks.afterPreviewCounters); err != nil {
 			return fmt.Errorf("count rows to delete: %w", err)
 		}
-		return s.distribution(ctx, tx, store, datasetID, p)
+		return s.distribution(ctx, tx, store, datasetID, parts, p)
 	})
 	if err != nil {
 		return nil, err
@@ -96,22 +108,23 @@ func (q previewQuestion) args(datasetID string) []any {
 
 // previewGroup is one counter: the rows of the dataset placed in a partition under a setting.
 type previewGroup struct {
-	partition   string
-	from, until time.Time // the partition's range of placed expiries
+	partition   partitionSpec
+	from, until time.Time // the partition's range of placed expiries, the far one's cut at the end of year 9999
 	settingID   int64
 	rows        int64
 	maxIngested time.Time
 }
 
-// count returns the rows the question counts and the rows stored.
-func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string) (counted, stored int64, err error) {
+// count returns the rows the question counts and the rows stored, reading only the partitions that hold the
+// dataset's rows (parts). afterCounters, when set, runs once the counters are read (a test hook).
+func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string, parts partitionFilter, afterCounters func()) (counted, stored int64, err error) {
 	overrides, err := hasOverrides(ctx, tx, datasetID, q.store)
 	if err != nil {
 		return 0, 0, err
 	}
 	if overrides {
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+q.countedSQL()+`), count(*) FROM `+storeTable(q.store)+
-			` r WHERE r.dataset_id = $1`, q.args(datasetID)...).Scan(&counted, &stored)
+			` r WHERE r.dataset_id = $1 AND `+parts.sql(), append([]any{pgx.QueryExecModeExec}, q.args(datasetID)...)...).Scan(&counted, &stored)
 		return counted, stored, err
 	}
 	history, err := settingsHistory(ctx, tx, datasetID, q.store)
@@ -126,9 +139,25 @@ func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string)
 	if err != nil {
 		return 0, 0, err
 	}
+	if afterCounters != nil {
+		afterCounters()
+	}
 	certain, someCertain, possible, somePossible := q.eventBounds(history)
 	for _, g := range groups {
 		stored += g.rows
+		if g.partition.kind == pastPartition {
+			// Placed there because they had expired when they arrived: they stay expired, and go once past the grace.
+			if !q.grace.AddTo(g.maxIngested).After(q.at) {
+				counted += g.rows
+				continue
+			}
+			n, err := q.countGroup(ctx, tx, datasetID, g, farBoundary)
+			if err != nil {
+				return 0, 0, err
+			}
+			counted += n
+			continue
+		}
 		if !somePossible {
 			continue
 		}
@@ -185,30 +214,50 @@ func currentTTL(history []retention.Setting) *retention.Period {
 	return nil
 }
 
-// countGroup reads the group's rows up to the last event time the question can count.
+// countGroup reads the group's rows up to the last event time the question can count, through the store's parent
+// table with the group's partition as constants.
 func (q previewQuestion) countGroup(ctx context.Context, tx pgx.Tx, datasetID string, g previewGroup, possible time.Time) (int64, error) {
 	var n int64
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{g.partition}.Sanitize()+` r
-WHERE r.dataset_id = $1 AND r.setting_id = $5 AND r.ts <= $6 AND `+q.countedSQL(),
-		append(q.args(datasetID), g.settingID, possible)...).Scan(&n)
-	if isUndefinedTable(err) {
-		return 0, nil // dropped by a run since the counters were read
+	part := partitionFilter{{lower: &g.from, upper: &g.until}}
+	switch g.partition.kind {
+	case pastPartition:
+		part = partitionFilter{{upper: &pastBoundary}}
+	case farPartition:
+		part = partitionFilter{{lower: &farBoundary}}
 	}
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM `+storeTable(q.store)+` r
+WHERE r.dataset_id = $1 AND `+part.sql()+` AND r.setting_id = $5 AND r.ts <= $6 AND `+q.countedSQL(),
+		append([]any{pgx.QueryExecModeExec}, append(q.args(datasetID), g.settingID, possible)...)...).Scan(&n)
 	return n, err
 }
 
-func previewGroups(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store) ([]previewGroup, error) {
-	rows, err := tx.Query(ctx, `
-SELECT st.partition_name, p.lower_bound, LEAST(p.upper_bound, '9999-12-31'), st.setting_id, st.row_count, st.max_ingested_at
+// selectPreviewGroups reads the dataset's counters in the store, with their partitions' ranges.
+const selectPreviewGroups = `
+SELECT p.lower_bound, p.upper_bound, st.setting_id, st.row_count, st.max_ingested_at
 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
-WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0`, datasetID, string(store))
+WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0`
+
+func previewGroups(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store) ([]previewGroup, error) {
+	rows, err := tx.Query(ctx, selectPreviewGroups, datasetID, string(store))
 	if err != nil {
 		return nil, fmt.Errorf("read counters of %s: %w", datasetID, err)
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (previewGroup, error) {
 		var g previewGroup
-		err := row.Scan(&g.partition, &g.from, &g.until, &g.settingID, &g.rows, &g.maxIngested)
-		return g, err
+		var lower, upper pgtype.Timestamptz
+		if err := row.Scan(&lower, &upper, &g.settingID, &g.rows, &g.maxIngested); err != nil {
+			return g, err
+		}
+		g.partition = partitionSpec{store: store, lower: lower.Time, upper: upper.Time}
+		g.from, g.until = lower.Time, upper.Time
+		switch {
+		case lower.InfinityModifier == pgtype.NegativeInfinity:
+			g.partition.kind = pastPartition
+		case upper.InfinityModifier == pgtype.Infinity:
+			g.partition.kind = farPartition
+			g.until = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+		}
+		return g, nil
 	})
 }
 
@@ -228,13 +277,13 @@ func settingsByID(ctx context.Context, tx pgx.Tx, datasetID string, store catalo
 	return out, err
 }
 
-func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store catalog.Store, datasetID string, p *jobs.Preview) error {
+func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store catalog.Store, datasetID string, parts partitionFilter, p *jobs.Preview) error {
 	sample, scale := "", 1.0
 	if p.RowCount > sampleAbove {
 		sample, scale, p.Estimated = " TABLESAMPLE SYSTEM (1)", 100, true
 	}
 	rows, err := tx.Query(ctx, `SELECT date_trunc('month', r.ts), count(*) FROM `+storeTable(store)+` r`+sample+`
-		WHERE r.dataset_id = $1 GROUP BY 1 ORDER BY 1 DESC`, datasetID)
+		WHERE r.dataset_id = $1 AND `+parts.sql()+` GROUP BY 1 ORDER BY 1 DESC`, pgx.QueryExecModeExec, datasetID)
 	if err != nil {
 		return fmt.Errorf("row distribution: %w", err)
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
@@ -100,7 +102,7 @@ func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID st
 	if err != nil {
 		return nil, err
 	}
-	rc := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt}
+	rc := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt, Now: s.db.now()}
 	res := &catalog.IngestResult{}
 	valid := func(yield func(catalog.RowInput) bool) {
 		for ev := range events {
@@ -188,44 +190,118 @@ func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 	return &e
 }
 
-// writeChunk stores one chunk in one transaction. A partition dropped by a run between our check and our COPY is
-// recreated and the chunk retried once.
+// chunkAttempts bounds how often a chunk is placed again because a run dropped one of its partitions between the
+// placement and the chunk's transaction. The transaction locks its partitions first, so once it has them no run
+// can drop them under it, and a retry has done no work yet; a run drops a given partition once, so a chunk that
+// finds its partitions gone this many times in a row is facing a bug, not a race.
+const chunkAttempts = 5
+
+// writeChunk stores one chunk in one transaction, in the partitions placeChunk chose.
 func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) error {
 	chunk = lastPerID(chunk)
-	groups := map[string]*placedGroup{}
-	for store, cs := range t.settings {
-		for i := range chunk {
-			in := &chunk[i]
-			spec := placement(store, placedExpiry(*in, cs.ttl))
-			key := spec.name()
-			g := groups[key]
-			if g == nil {
-				g = &placedGroup{spec: spec, settingID: cs.id}
-				groups[key] = g
+	var err error
+	for attempt := range chunkAttempts {
+		if attempt > 0 {
+			if err = s.db.loadPartitions(ctx); err != nil {
+				break
 			}
-			g.rows = append(g.rows, in)
 		}
-	}
-	specs := map[string]partitionSpec{}
-	for name, g := range groups {
-		specs[name] = g.spec
-	}
-	err := s.db.ensurePartitions(ctx, specs)
-	if err == nil {
-		err = s.db.inTx(ctx, func(tx pgx.Tx) error { return copyChunk(ctx, tx, t, chunk, groups, now) })
-	}
-	if isUndefinedTable(err) {
-		for name := range specs {
-			s.db.forgetPartition(name)
+		var groups map[string]*placedGroup
+		if groups, err = s.db.placeChunk(ctx, t, chunk, now); err != nil {
+			break
 		}
-		if err = s.db.ensurePartitions(ctx, specs); err == nil {
-			err = s.db.inTx(ctx, func(tx pgx.Tx) error { return copyChunk(ctx, tx, t, chunk, groups, now) })
+		if s.db.hooks.beforeChunkTx != nil {
+			s.db.hooks.beforeChunkTx(slices.Sorted(maps.Keys(groups)))
+		}
+		err = s.db.inTx(ctx, func(tx pgx.Tx) error { return s.db.copyChunk(ctx, tx, t, chunk, groups, now) })
+		if !isUndefinedTable(err) {
+			break
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
 	}
 	return nil
+}
+
+// placementAttempts bounds how often placeChunk reads the partitions again because another replica created one
+// that overlaps a cell it was about to create.
+const placementAttempts = 3
+
+// placeChunk groups the chunk's rows by the partition each goes to in each store (placedAt), and creates those that
+// do not exist yet, after reading the partitions again so as not to miss one another replica made.
+func (db *DB) placeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) (map[string]*placedGroup, error) {
+	loaded := false
+	for attempt := 0; ; attempt++ {
+		groups, missing := db.group(t, chunk, now)
+		if len(missing) == 0 {
+			return groups, nil
+		}
+		if !loaded {
+			if err := db.loadPartitions(ctx); err != nil {
+				return nil, err
+			}
+			loaded = true
+			continue
+		}
+		var err error
+		for _, spec := range missing {
+			if err = db.createPartition(ctx, spec); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return groups, nil
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != invalidObjectDefinition || attempt >= placementAttempts {
+			return nil, fmt.Errorf("create partition: %w", err)
+		}
+		if err := db.loadPartitions(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// group places the chunk's rows in each store with the partitions the cache knows, and returns the groups and the
+// partitions among them that do not exist yet. Cells are calendar-aligned and at least a month wide, so the rows of
+// one month of expiry, past and far rows aside, go to one partition: it is placed once per month.
+func (db *DB) group(t *ingestTarget, chunk []catalog.RowInput, now time.Time) (map[string]*placedGroup, []partitionSpec) {
+	groups := map[string]*placedGroup{}
+	var missing []partitionSpec
+	for store, cs := range t.settings {
+		existing := db.partitionsOf(store)
+		byMonth := map[int]partitionSpec{}
+		for i := range chunk {
+			in := &chunk[i]
+			e := placedExpiry(*in, cs.ttl)
+			var spec partitionSpec
+			month := 0
+			if e != nil && e.After(now.Add(-pastMargin)) && e.Before(farBoundary) {
+				month = e.UTC().Year()*12 + int(e.UTC().Month())
+			}
+			if cached, ok := byMonth[month]; ok {
+				spec = cached
+			} else {
+				spec = placedAt(store, e, now, existing)
+				if month != 0 {
+					byMonth[month] = spec
+				}
+			}
+			key := spec.name()
+			g := groups[key]
+			if g == nil {
+				g = &placedGroup{spec: spec, settingID: cs.id}
+				groups[key] = g
+				if !slices.ContainsFunc(existing, func(p partitionSpec) bool { return p.name() == key }) {
+					missing = append(missing, spec)
+				}
+			}
+			g.rows = append(g.rows, in)
+		}
+	}
+	slices.SortFunc(missing, func(a, b partitionSpec) int { return strings.Compare(a.name(), b.name()) })
+	return groups, missing
 }
 
 // placedGroup is the rows of a chunk bound for one partition.
@@ -268,7 +344,20 @@ func errDeletedWhileIngesting(id string) error {
 		Message: fmt.Sprintf("dataset %s was deleted while this body was being ingested; ingestion stopped there, and the rows stored before it go with the dataset", id)}
 }
 
-func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+// copyChunk writes the chunk in its transaction. It takes its locks first, in the lock order (partition.go): the
+// parents of the stores it writes to or deletes from, then its partitions. A partition a run dropped since the
+// chunk was placed fails the lock (42P01) before anything is written; once they are locked, no run can drop a
+// partition under the chunk (a drop waits at most its lock timeout, and checks the counters again afterwards,
+// which then count this chunk's rows). Then it checks that its dataset is still live (datasetLiveSQL).
+func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+	names := slices.Sorted(maps.Keys(groups))
+	stores := slices.Collect(maps.Keys(t.settings))
+	if slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.ClientID }) {
+		stores = catalog.Stores // replacing an _id deletes from every store
+	}
+	if _, err := tx.Exec(ctx, lockRows(stores, names)); err != nil {
+		return err
+	}
 	var live bool
 	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live); err != nil {
 		return fmt.Errorf("check dataset %s: %w", t.ds.ID, err)
@@ -279,13 +368,13 @@ func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.
 	if _, err := tx.Exec(ctx, datasetLockSQL, t.ds.ID); err != nil {
 		return err
 	}
-	if err := replaceClientIDs(ctx, tx, t, chunk); err != nil {
+	if err := db.replaceClientIDs(ctx, tx, t, chunk); err != nil {
 		return err
 	}
 	if err := noteOverrides(ctx, tx, t, chunk); err != nil {
 		return err
 	}
-	for _, name := range slices.Sorted(maps.Keys(groups)) {
+	for _, name := range names {
 		g := groups[name]
 		ttl := t.settings[g.spec.store].ttl
 		maxIngested := time.Time{}
@@ -302,7 +391,7 @@ func copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.
 			if ts.IsZero() {
 				ts = ingested
 			}
-			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
+			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, rowColumns, src); err != nil {
 			return err
@@ -345,7 +434,7 @@ func addStats(ctx context.Context, tx pgx.Tx, partition, datasetID string, setti
 
 // replaceClientIDs removes the stored rows whose _id the chunk sends again, from every store, so that the chunk's
 // version replaces them, as an upsert does.
-func replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
+func (db *DB) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
 	var ids []string
 	for _, in := range chunk {
 		if in.ClientID {
@@ -355,35 +444,46 @@ func replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []c
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := deleteRowsByID(ctx, tx, t.ds.ID, ids)
+	_, err := db.deleteRowsByID(ctx, tx, t.ds.ID, ids)
 	return err
 }
+
+// deleteByIDSQL deletes the rows of dataset $1 with the _ids $2 through a store's parent table, restricted to the
+// partitions that hold the dataset's rows (%[2]s, constants Postgres prunes with when it plans), and keeps each
+// partition's counters exact.
+const deleteByIDSQL = `
+WITH gone AS (
+    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.row_id = ANY($2) AND %[2]s
+    RETURNING r.tableoid::regclass::text AS partition_name, r.setting_id),
+counted AS (SELECT partition_name, setting_id, count(*) AS n FROM gone GROUP BY 1, 2),
+stats AS (
+    UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
+    WHERE st.partition_name = c.partition_name AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
+SELECT coalesce(sum(n), 0)::bigint FROM counted`
 
 // deleteRowsByID deletes the rows with these _ids from both stores, keeping the counters exact, and returns how many
 // rows it removed. It looks only in the partitions the counters say hold rows of the dataset: a probe of every
 // partition of both stores for each _id made ingestion with client _ids several times slower. The counters are
 // exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
-func deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
-	rows, err := tx.Query(ctx, `SELECT DISTINCT partition_name FROM row_stats WHERE dataset_id = $1 AND row_count > 0 ORDER BY 1`, datasetID)
-	if err != nil {
-		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
-	}
-	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, fmt.Errorf("find partitions of %s: %w", datasetID, err)
-	}
+// The caller holds the stores' parents (lockRows), so no run detaches a partition between the lookup and the
+// delete; the statement names none anyway, where one naming each partition failed with 42P01 when a run had.
+func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
 	var total int64
-	for _, part := range parts {
-		var n int64
-		err := tx.QueryRow(ctx, `WITH gone AS (
-    DELETE FROM `+pgx.Identifier{part}.Sanitize()+` WHERE dataset_id = $1 AND row_id = ANY($2) RETURNING setting_id),
-counted AS (SELECT setting_id, count(*) AS n FROM gone GROUP BY setting_id),
-stats AS (
-    UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
-    WHERE st.partition_name = $3 AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
-SELECT coalesce(sum(n), 0)::bigint FROM counted`, datasetID, ids, part).Scan(&n)
+	for _, store := range catalog.Stores {
+		parts, err := datasetPartitions(ctx, tx, datasetID, store)
 		if err != nil {
-			return 0, fmt.Errorf("replace rows of %s in %s: %w", datasetID, part, err)
+			return 0, err
+		}
+		if parts.none() {
+			continue
+		}
+		if db.hooks.afterPartitionLookup != nil {
+			db.hooks.afterPartitionLookup()
+		}
+		var n int64
+		query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql())
+		if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids).Scan(&n); err != nil {
+			return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
 		}
 		total += n
 	}
@@ -434,10 +534,11 @@ func expiredInDataset(store catalog.Store, now string) string {
 	return expiredPredicate(store, now, sole, currentOf(store, "ttl"))
 }
 
-// FindRows implements catalog.RowService.
+// FindRows implements catalog.RowService. It reads in one snapshot (repeatable read), so that the partitions the
+// counters name and the rows read agree: a partition made after the snapshot holds no row it can see.
 func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) ([]catalog.Row, error) {
 	var out []catalog.Row
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err
@@ -447,8 +548,12 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 		if err != nil {
 			return err
 		}
-		query, args := rowQuery(datasetID, f, now, hiddenThrough)
-		rows, err := tx.Query(ctx, query, args...)
+		parts, err := datasetPartitions(ctx, tx, datasetID, f.Store)
+		if err != nil || parts.none() {
+			return err
+		}
+		query, args := rowQuery(datasetID, f, now, hiddenThrough, parts)
+		rows, err := tx.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
 		if err != nil {
 			return fmt.Errorf("read rows of %s: %w", datasetID, err)
 		}
@@ -482,13 +587,15 @@ func readBound(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset, store catalo
 	return &b, nil
 }
 
-func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time) (string, []any) {
+// rowQuery is a page of the dataset's unexpired rows, read through the store's parent table from the partitions
+// that hold them (parts).
+func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
 	args := []any{datasetID, now}
 	arg := func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
+	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
 	if hiddenThrough != nil {
 		where = append(where, "r.ts > "+arg(*hiddenThrough))
 	}
@@ -519,10 +626,13 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 		if err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, lockRows(catalog.Stores, nil)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {
 			return err
 		}
-		n, err := deleteRowsByID(ctx, tx, datasetID, []string{rowID})
+		n, err := s.db.deleteRowsByID(ctx, tx, datasetID, []string{rowID})
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,12 +24,15 @@ func NewSweepStore(db *DB) *SweepStore { return &SweepStore{db: db} }
 var _ retention.SweepStore = (*SweepStore)(nil)
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
-// with a whole drop of partition p at $1 with grace $2: its dataset is live and either its setting changed before
-// the partition's range ended (a longer TTL may keep some rows), it was placed under no TTL, it arrived too recently
-// for the ingestion grace, or it is outside the run's scope ($3, NULL = all).
+// with a whole drop of partition p at $1 with grace $2: its dataset is live and either the partition's range has
+// not ended (its rows are not all expired), its setting changed before the range ended (a longer TTL may keep some
+// rows), it was placed under no TTL, it arrived too recently for the ingestion grace, or it is outside the run's
+// scope ($3, NULL = all). So a partition of any range goes whole when it holds only rows of deleted datasets, or
+// none: the empty partitions a deleted dataset or a run's deletes leave do not stay attached. The past partition's
+// range ends before any row in it was stored, and every row in it had expired under its setting when it arrived.
 const badGroupCondition = `st.row_count > 0 AND NOT (
     (d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
-    OR (h.ttl IS NOT NULL
+    OR (h.ttl IS NOT NULL AND p.upper_bound <= $1
         AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound)
         AND st.max_ingested_at + $2::interval <= $1))
     OR ($3::text[] IS NOT NULL AND NOT st.dataset_id = ANY($3::text[]))`
@@ -66,11 +71,13 @@ func sweepScope(s retention.Sweep) any {
 	return ids
 }
 
-// DroppablePartitions implements retention.SweepStore.
+// DroppablePartitions implements retention.SweepStore. A partition whose range has not ended qualifies only when it
+// holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
+// probe of the counters each, which stops at the first live group.
 func (s *SweepStore) DroppablePartitions(ctx context.Context, sw retention.Sweep) ([]retention.Partition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
-WHERE part.store = $4 AND part.upper_bound <= $1
+WHERE part.store = $4
   AND NOT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = part.name AND (`+badGroupCondition+`))
 ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store)
 	if err != nil {
@@ -103,7 +110,7 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 			return err
 		}
 		if !sw.DryRun {
-			if err := lockPartitions(ctx, tx, names); err != nil {
+			if err := lockPartitions(ctx, tx, catalog.Store(sw.Store), names); err != nil {
 				return err
 			}
 		}
@@ -154,9 +161,13 @@ func (s *SweepStore) DropDetached(ctx context.Context, detachedBy time.Time, loc
 	return len(names), nil
 }
 
-// lockPartitions takes the partitions' locks, skipping those another run has dropped since they were listed. One
-// dropped between the listing here and the lock fails the transaction, and the caller's retry lists again.
-func lockPartitions(ctx context.Context, tx pgx.Tx, names []string) error {
+// lockPartitions takes the store's parent table, as the detach will, and then the partitions, in the lock order
+// (partition.go), skipping those another run has dropped since they were listed. One dropped between the listing
+// here and the lock fails the transaction, and the caller's retry lists again.
+func lockPartitions(ctx context.Context, tx pgx.Tx, store catalog.Store, names []string) error {
+	if _, err := tx.Exec(ctx, `LOCK TABLE ONLY `+storeTable(store)+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, `SELECT name FROM row_partitions WHERE name = ANY($1) ORDER BY name`, names)
 	if err != nil {
 		return err
@@ -205,16 +216,22 @@ SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $
 
 // detachAndRecord detaches the partitions from their store, renames them out of the way of a partition that a late
 // event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
+// A detached table is named after its object id, which no other table has: a partition made again for the same
+// range can be detached again before the first one's table is released.
 func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
 	parent := pgx.Identifier{storeTable(catalog.Store(sw.Store))}.Sanitize()
-	var names, parts, ids []string
+	names := slices.Collect(maps.Keys(counts))
+	oids, err := tableOIDs(ctx, tx, names)
+	if err != nil {
+		return err
+	}
+	var parts, ids []string
 	var ns []int64
-	for name, byDataset := range counts {
-		names = append(names, name)
-		for ds, n := range byDataset {
+	for _, name := range names {
+		for ds, n := range counts[name] {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-		gone := fmt.Sprintf("%s_gone%d", name, now.UnixMicro())
+		gone := fmt.Sprintf("%s_gone%d", name, oids[name])
 		for _, stmt := range []string{
 			`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
 			`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{gone}.Sanitize(),
@@ -230,8 +247,24 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts 
 	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, names); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
+	_, err = tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
 	return err
+}
+
+// tableOIDs returns the object ids of the tables, by name.
+func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint32, error) {
+	rows, err := tx.Query(ctx, `SELECT n, to_regclass(quote_ident(n))::oid FROM unnest($1::text[]) n`, names)
+	if err != nil {
+		return nil, err
+	}
+	oids := map[string]uint32{}
+	var name string
+	var oid uint32
+	_, err = pgx.ForEachRow(rows, []any{&name, &oid}, func() error {
+		oids[name] = oid
+		return nil
+	})
+	return oids, err
 }
 
 // DatasetPartitions implements retention.SweepStore: the partitions holding rows of the dataset that may be

@@ -523,14 +523,16 @@ func (b *sweepBundle) release(t *testing.T) int {
 }
 
 // TestLateEventAfterItsPartitionWasDropped checks that an event arriving after a run dropped the partition its
-// expiry falls in, while the detached table still waits, renamed, for its release, is stored (a new partition for
-// the same range), hidden at once, and removed by the next run with exact counters.
+// expiry falls in, while the detached table still waits, renamed, for its release, is stored (in the past
+// partition, as every row expired on arrival), hidden at once, and removed by the next run with exact counters.
 func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
 	ds := b.newDataset(t, "late")
 	b.setTTL(t, ds, "P1M")
-	b.ingestSeries(t, ds, 100, 24*time.Hour) // expiries from late October 2024 to early February 2025
+	b.now = time.Date(2024, 10, 31, 0, 0, 0, 0, time.UTC)
+	b.ingestSeries(t, ds, 100, 24*time.Hour) // expiries from late August to the end of November 2024
+	b.now = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	removed := b.sweep(t, "00000000-0000-0000-0000-0000000000c1", retention.Period{}, true)
 	require.Positive(t, removed[ds])
 	var dropped bool

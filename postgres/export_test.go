@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/retention/catalog"
+)
+
+// OnChunkTx makes every ingestion chunk call f with the partitions it was placed in, before the transaction that
+// writes it begins: where a run can drop them under it.
+func (db *DB) OnChunkTx(f func(partitions []string)) { db.hooks.beforeChunkTx = f }
+
+// OnPartitionLookup makes every delete by _id call f after it has read which partitions hold its dataset's rows.
+func (db *DB) OnPartitionLookup(f func()) { db.hooks.afterPartitionLookup = f }
+
+// OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
+func (db *DB) OnPreviewCounters(f func()) { db.hooks.afterPreviewCounters = f }
+
+// MeasuredPartitions lists the partitions whose sizes the metrics have measured.
+func (db *DB) MeasuredPartitions() []string {
+	db.sizesMu.Lock()
+	defer db.sizesMu.Unlock()
+	var names []string
+	for name := range db.sizes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// PlannedPartitions returns the partitions of the lake store that Postgres plans to read for a page of the
+// dataset's rows (FindRows) and for a delete of its rows by _id, from EXPLAIN.
+func (s *RowService) PlannedPartitions(ctx context.Context, datasetID string) (read, deleteByID []string, err error) {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+		parts, err := datasetPartitions(ctx, tx, datasetID, catalog.LakeHouse)
+		if err != nil {
+			return err
+		}
+		query, args := rowQuery(datasetID, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 5}, s.db.now(), nil, parts)
+		if read, err = plannedRelations(ctx, tx, query, args); err != nil {
+			return err
+		}
+		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql()),
+			[]any{datasetID, []string{"x"}})
+		return err
+	})
+	return read, deleteByID, err
+}
+
+// plannedRelations returns the lake partitions a statement's plan reads, from EXPLAIN (FORMAT JSON).
+func plannedRelations(ctx context.Context, tx pgx.Tx, query string, args []any) ([]string, error) {
+	var plan []map[string]any
+	if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+query, append([]any{pgx.QueryExecModeExec}, args...)...).Scan(&plan); err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	var names []string
+	var walk func(node map[string]any)
+	walk = func(node map[string]any) {
+		if rel, ok := node["Relation Name"].(string); ok && strings.HasPrefix(rel, "lake_rows_") && !slices.Contains(names, rel) {
+			names = append(names, rel)
+		}
+		children, _ := node["Plans"].([]any)
+		for _, c := range children {
+			walk(c.(map[string]any))
+		}
+	}
+	walk(plan[0]["Plan"].(map[string]any))
+	slices.Sort(names)
+	return names, nil
+}
