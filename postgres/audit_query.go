@@ -184,7 +184,8 @@ var errCountOverBudget = errors.New("audit count over budget")
 // known without counting. Otherwise a count follows, stopping at audit.TotalCap, with CountBudget to finish; a
 // count that needs longer (a != filter that no index narrows) gives way to the planner's estimate, and the page
 // says so.
-func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audit.Query) (*audit.Page, error) {
+func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audit.Query) (_ *audit.Page, err error) {
+	defer outage(&err)
 	where, args := auditWhere(c, q)
 	n := len(args)
 	// The page's ids come first, from an index alone where the index carries every filtered column; only those
@@ -199,7 +200,7 @@ func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audi
 		budget = 25 * time.Millisecond
 	}
 	var page audit.Page
-	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		batch.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 		// Parallel workers take longer to start than a page or a capped count takes to read.
@@ -278,7 +279,8 @@ func isQueryCanceled(err error) bool {
 
 // ExportEvents implements audit.Service. Rows stream from Postgres as fn consumes them: pgx reads the result from
 // the connection row by row, and the socket's flow control holds the server back while the client is slow.
-func (s *AuditService) ExportEvents(ctx context.Context, c *catalog.Caller, q audit.Query, fn func(*audit.Event) error) error {
+func (s *AuditService) ExportEvents(ctx context.Context, c *catalog.Caller, q audit.Query, fn func(*audit.Event) error) (err error) {
+	defer outage(&err)
 	where, args := auditWhere(c, q)
 	since := s.db.now().Add(-audit.ExportWindow)
 	args = append(args, since)
@@ -328,7 +330,8 @@ const verifyBatch = 10_000
 
 // VerifyChain implements audit.Service. It reads the head and the events in one repeatable-read snapshot, so
 // events appended during the walk neither show nor break it.
-func (s *AuditService) VerifyChain(ctx context.Context, c *catalog.Caller) (*audit.Verification, error) {
+func (s *AuditService) VerifyChain(ctx context.Context, c *catalog.Caller) (_ *audit.Verification, err error) {
+	defer outage(&err)
 	return s.Verify(ctx, c.Org)
 }
 

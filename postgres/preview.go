@@ -38,13 +38,14 @@ var _ jobs.PreviewService = (*PreviewService)(nil)
 // event times of its rows, so a group entirely on one side of the question is counted whole or skipped, and only
 // the groups straddling it (about one partition's worth of the dataset) are read. Datasets with override rows,
 // whose expiry does not follow their event time, are read whole.
-func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (*jobs.Preview, error) {
+func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (_ *jobs.Preview, err error) {
+	defer outage(&err)
 	p := &jobs.Preview{At: s.db.now()}
 	q := previewQuestion{store: store, at: p.At}
 	if store == catalog.LakeHouse {
 		q.grace = s.LakeGrace
 	}
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err

@@ -95,7 +95,8 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 }
 
 // Ingest implements catalog.RowService.
-func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID string, events iter.Seq[catalog.RawEvent], opts catalog.IngestOptions) (*catalog.IngestResult, error) {
+func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID string, events iter.Seq[catalog.RawEvent], opts catalog.IngestOptions) (_ *catalog.IngestResult, err error) {
+	defer outage(&err)
 	t, err := s.target(ctx, c, datasetID)
 	if err != nil {
 		return nil, err
@@ -417,9 +418,10 @@ func expiredInDataset(store catalog.Store, now string) string {
 }
 
 // FindRows implements catalog.RowService.
-func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) ([]catalog.Row, error) {
+func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) (_ []catalog.Row, err error) {
+	defer outage(&err)
 	var out []catalog.Row
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err
@@ -494,7 +496,8 @@ LIMIT ` + arg(f.Limit)
 }
 
 // DeleteRow implements catalog.RowService.
-func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID, rowID string) error {
+func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID, rowID string) (err error) {
+	defer outage(&err)
 	now := s.db.now()
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
