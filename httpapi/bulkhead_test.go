@@ -1,10 +1,16 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -86,4 +93,212 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		resp := b.do(t, request{method: http.MethodGet, path: "/readyz"})
 		require.Equal(t, http.StatusServiceUnavailable, resp.status)
 	})
+}
+
+// bulkheadOpts configure setupBulkhead; zero fields keep the defaults.
+type bulkheadOpts struct {
+	maxConns     int           // the pool's size
+	writeTimeout time.Duration // httpapi.Config.WriteTimeout
+	longPerOrg   int           // httpapi.Config.LongRequestsPerOrg
+}
+
+// logLines is a log destination that hands each record to the test.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
+}
+
+// bulkheadBundle is setupAudit's API with a pool, a write timeout and a limit of the test's choosing, served on
+// connections with small send buffers, so that a client that stops reading stalls the server's writes at once.
+type bulkheadBundle struct {
+	*auditBundle
+	logs logLines
+}
+
+func setupBulkhead(t *testing.T, opts bulkheadOpts) *bulkheadBundle {
+	t.Helper()
+	url := testdb.New(t)
+	if opts.maxConns > 0 {
+		url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "pool_max_conns=" + strconv.Itoa(opts.maxConns)
+	}
+	db, err := postgres.Open(context.Background(), url, nil)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	b := &bulkheadBundle{
+		auditBundle: &auditBundle{testBundle: &testBundle{db: db, org: newOrg(), now: time.Now().UTC().Truncate(time.Millisecond)}},
+		logs:        make(logLines, 100),
+	}
+	b.audit = postgres.NewAuditService(db)
+	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
+	require.NoError(t, err)
+	b.api = httpapi.New(httpapi.Config{
+		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Audit: b.audit,
+		Preview: postgres.NewPreviewService(db, retention.Period{}),
+		Auth:    auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(b.logs, nil)),
+		WriteTimeout: opts.writeTimeout, LongRequestsPerOrg: opts.longPerOrg,
+	})
+	srv := httptest.NewUnstartedServer(b.api)
+	srv.Listener = smallSendBuffers{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	b.url = srv.URL
+	b.token = mintToken(t, b.org, allScopes, time.Hour)
+	return b
+}
+
+// smallSendBuffers is a listener whose connections have 8 KiB send buffers: what the kernel may hold of an answer
+// for a client that does not read is then small, so a handler's writes stall after a few kilobytes.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetWriteBuffer(8 << 10)
+	}
+	return conn, err
+}
+
+// stalledClient is a client that asked for something large, read the status and headers, and stopped reading
+// without closing its connection.
+type stalledClient struct {
+	*http.Response
+	conn net.Conn
+}
+
+// stall sends GET path on a connection with a tiny receive window and reads only the answer's status and headers.
+// The connection closes when the test ends.
+func (b *bulkheadBundle) stall(t *testing.T, path string) *stalledClient {
+	t.Helper()
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := dialer.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, b.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("x-api-key", "test-key")
+	req.Header.Set("x-gw-ims-org-id", b.org)
+	require.NoError(t, req.Write(conn))
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), req)
+	require.NoError(t, err)
+	return &stalledClient{Response: resp, conn: conn}
+}
+
+// within sends a GET like do, failing the test if it has no answer within d; headers (name, value pairs) override
+// the bundle's.
+func (b *bulkheadBundle) within(t *testing.T, d time.Duration, path string, headers ...string) *response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("x-api-key", "test-key")
+	req.Header.Set("x-gw-ims-org-id", b.org)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err, "GET %s had no answer within %s", path, d)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// TestStalledExportHoldsNoConnection is finding 1 in one process: an export whose client stopped reading held its
+// pooled connection until the socket closed. With a pool of one connection, every other request then waited
+// forever. The export now holds no connection between its pages.
+func TestStalledExportHoldsNoConnection(t *testing.T) {
+	t.Parallel()
+	b := setupBulkhead(t, bulkheadOpts{maxConns: 1, writeTimeout: time.Hour})
+	b.insertLog(t, 3000)
+
+	stalled := b.stall(t, "/audit/export?format=json")
+	require.Equal(t, http.StatusOK, stalled.StatusCode)
+	for range 5 {
+		require.Equal(t, http.StatusOK, b.within(t, 10*time.Second, "/dataSets").status)
+		require.Equal(t, http.StatusOK, b.within(t, 10*time.Second, "/audit/events?limit=5").status)
+	}
+}
+
+// TestStalledClientIsCutOff: a client that stops reading held its handler, and with it the export's page or the
+// answer's buffer, for as long as it kept its socket open. It is now cut off once a write has waited the write
+// timeout.
+func TestStalledClientIsCutOff(t *testing.T) {
+	t.Parallel()
+	b := setupBulkhead(t, bulkheadOpts{writeTimeout: 300 * time.Millisecond})
+	b.insertLog(t, 3000)
+
+	stalled := b.stall(t, "/audit/export?format=csv")
+	require.Equal(t, http.StatusOK, stalled.StatusCode)
+	b.waitLog(t, "cutting the connection")
+	_, err := io.ReadAll(stalled.Body)
+	require.Error(t, err, "a cut export does not end as a whole one")
+
+	// An ordinary answer too: a page of 1,000 events is far more than the sockets hold, so its handler ends only
+	// once its write gave up.
+	stalled = b.stall(t, "/audit/events?limit=1000")
+	require.Equal(t, http.StatusOK, stalled.StatusCode)
+	b.waitLog(t, "route=/audit/events")
+	_, err = io.ReadAll(stalled.Body)
+	require.Error(t, err, "the answer was cut off")
+}
+
+// waitLog waits for a log record containing text, for at most 30 s.
+func (b *bulkheadBundle) waitLog(t *testing.T, text string) {
+	t.Helper()
+	wait := time.After(30 * time.Second)
+	for {
+		select {
+		case line := <-b.logs:
+			if strings.Contains(line, text) {
+				return
+			}
+		case <-wait:
+			t.Fatalf("no log record with %q within 30 s", text)
+		}
+	}
+}
+
+// TestLongRequestsPerOrg is the cap of finding 1: an org could run any number of exports, ingestions, previews and
+// big reads at once, each holding a share of what every org needs. Past its limit of long requests in flight it
+// now gets 429 with Retry-After at once; its short requests and other orgs are not affected.
+func TestLongRequestsPerOrg(t *testing.T) {
+	t.Parallel()
+	b := setupBulkhead(t, bulkheadOpts{writeTimeout: time.Hour, longPerOrg: 1})
+	b.insertLog(t, 3000)
+	other := newOrg()
+	asOther := []string{"Authorization", "Bearer " + mintToken(t, other, allScopes, time.Hour), "x-gw-ims-org-id", other}
+
+	stalled := b.stall(t, "/audit/export")
+	require.Equal(t, http.StatusOK, stalled.StatusCode)
+	for _, path := range []string{"/audit/export", "/audit/verify", "/dataSets/5c8c3c555033b814b69f947f/rows", "/ttl/5c8c3c555033b814b69f947f/preview"} {
+		resp := b.within(t, 10*time.Second, path)
+		require.Equal(t, http.StatusTooManyRequests, resp.status, "%s: %s", path, resp.body)
+		require.Equal(t, "1", resp.header.Get("Retry-After"))
+		p := resp.problem(t)
+		require.Equal(t, "too-many-long-requests", p.Type)
+		require.Contains(t, p.Detail, "already has 1 long requests")
+	}
+	require.Equal(t, http.StatusOK, b.within(t, 10*time.Second, "/dataSets").status, "short requests are not counted")
+	require.Equal(t, http.StatusOK, b.within(t, 10*time.Second, "/audit/export", asOther...).status, "another org has its own")
+
+	// The slot comes back when the export ends: here, when its client goes away and the next write fails.
+	require.NoError(t, stalled.conn.Close())
+	deadline := time.Now().Add(30 * time.Second)
+	for b.within(t, 10*time.Second, "/audit/verify").status != http.StatusOK {
+		require.True(t, time.Now().Before(deadline), "the org's slot was not given back")
+	}
 }

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -40,6 +41,13 @@ type Config struct {
 	Registry *prometheus.Registry
 	// ChunkCommitted, when set, is told of every ingestion chunk committed; tests use it to watch streaming.
 	ChunkCommitted func(rows int)
+	// ReadTimeout is the longest a request body may go without a byte arriving (DefaultReadTimeout when zero).
+	ReadTimeout time.Duration
+	// WriteTimeout is the longest a client may take to accept an answer, or one page of a stream
+	// (DefaultWriteTimeout when zero).
+	WriteTimeout time.Duration
+	// LongRequestsPerOrg bounds each org's long requests in flight (DefaultLongRequestsPerOrg when zero).
+	LongRequestsPerOrg int
 }
 
 // Server is the HTTP API.
@@ -57,6 +65,9 @@ type Server struct {
 	metrics  *httpMetrics
 
 	chunkCommitted func(rows int)
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
+	longRequests   *orgLimiter
 }
 
 // New returns a Server with every route registered.
@@ -64,6 +75,8 @@ func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted,
+		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
+		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -72,7 +85,7 @@ func New(cfg Config) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
-	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware)
+	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware, s.deadlines)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -92,12 +105,12 @@ func (s *Server) routes(g *echo.Group) {
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
 		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
-		g.POST("/"+name+"/:id/rows", s.ingestRows, manage)
-		g.GET("/"+name+"/:id/rows", s.listRows, read)
+		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
+		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
-	g.GET("/ttl/:id/preview", s.previewTTL, read)
+	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)
 	g.GET("/retention/runs", s.listRuns, read)
 	g.GET("/retention/runs/:runId", s.getRun, read)
 	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))
