@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -98,6 +99,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 // bulkheadOpts configure setupBulkhead; zero fields keep the defaults.
 type bulkheadOpts struct {
 	maxConns     int           // the pool's size
+	readTimeout  time.Duration // httpapi.Config.ReadTimeout
 	writeTimeout time.Duration // httpapi.Config.WriteTimeout
 	longPerOrg   int           // httpapi.Config.LongRequestsPerOrg
 }
@@ -140,7 +142,7 @@ func setupBulkhead(t *testing.T, opts bulkheadOpts) *bulkheadBundle {
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Audit: b.audit,
 		Preview: postgres.NewPreviewService(db, retention.Period{}),
 		Auth:    auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(b.logs, nil)),
-		WriteTimeout: opts.writeTimeout, LongRequestsPerOrg: opts.longPerOrg,
+		ReadTimeout: opts.readTimeout, WriteTimeout: opts.writeTimeout, LongRequestsPerOrg: opts.longPerOrg,
 	})
 	srv := httptest.NewUnstartedServer(b.api)
 	srv.Listener = smallSendBuffers{srv.Listener}
@@ -300,5 +302,41 @@ func TestLongRequestsPerOrg(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for b.within(t, 10*time.Second, "/audit/verify").status != http.StatusOK {
 		require.True(t, time.Now().Before(deadline), "the org's slot was not given back")
+	}
+}
+
+// TestSilentBodyIsCutOff: a client that sent its headers and then none of the body it announced held its handler
+// (and, for an ingestion, one of its org's long-request slots) for as long as it kept the connection open. A body
+// now gets at most the read timeout between bytes, and the handler answers and ends.
+func TestSilentBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	b := setupBulkhead(t, bulkheadOpts{readTimeout: 300 * time.Millisecond})
+	b.insertLog(t, 2000)
+	// The log's events are numbered as if the org had no others: the dataset is another org's.
+	owner := newOrg()
+	ownerToken := mintToken(t, owner, allScopes, time.Hour)
+	id := b.createDataset(t, datasetOpts{headers: map[string]string{"Authorization": "Bearer " + ownerToken, "x-gw-ims-org-id": owner}})
+	for _, tc := range []struct{ name, org, token, method, path, contentType string }{
+		{"CreateDataset", owner, ownerToken, http.MethodPost, "/dataSets", "application/json"},
+		{"IngestRows", owner, ownerToken, http.MethodPost, "/dataSets/" + id + "/rows", "application/x-ndjson"},
+		// A body the handler never reads: net/http reads what is left of it before a large answer goes out.
+		{"UnreadBodyOfALargeAnswer", b.org, b.token, http.MethodGet, "/audit/events?limit=1000", "application/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+			_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: retentiond\r\nAuthorization: Bearer %s\r\nx-api-key: k\r\n"+
+				"x-gw-ims-org-id: %s\r\nContent-Type: %s\r\nContent-Length: 1000\r\n\r\n{", tc.method, tc.path, tc.token, tc.org, tc.contentType)
+			require.NoError(t, err)
+			require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err, "no answer within 10 s to a body that never came")
+			defer resp.Body.Close()
+			require.Less(t, resp.StatusCode, http.StatusInternalServerError)
+			_, err = io.Copy(io.Discard, resp.Body)
+			require.NoError(t, err, "the whole answer arrives")
+		})
 	}
 }
