@@ -340,3 +340,33 @@ func TestSilentBodyIsCutOff(t *testing.T) {
 		})
 	}
 }
+
+// TestRowPagesStopAtTheirByteBound is the answer part of finding 8: a page of GET …/rows held limit rows however
+// large, so limit=300 over rows of 1 MiB took 1.5 GB. A page now stops before the row that would take its rows
+// past 4 MiB, always holding one, and links the next.
+func TestRowPagesStopAtTheirByteBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	pad := strings.Repeat("x", 900_000)
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, event(fmt.Sprintf("2026-11-01T00:%02d:00Z", i), fmt.Sprintf(`"_id":"big%d","pad":%q`, i, pad)))
+	}
+	for i := range 3 {
+		lines = append(lines, event(fmt.Sprintf("2026-11-01T01:%02d:00Z", i), fmt.Sprintf(`"_id":"small%d"`, i)))
+	}
+	b.ingest(t, id, ndjson(lines...))
+
+	resp := b.do(t, request{method: http.MethodGet, path: "/dataSets/" + id + "/rows?limit=1000"})
+	require.Equal(t, http.StatusOK, resp.status)
+	require.Less(t, len(resp.body), 4<<20+64<<10, "the answer is about 4 MiB at most")
+	page := resp.json(t)
+	require.Len(t, page["_embedded"].(map[string]any)["rows"], 4, "four rows of 900 kB fit in 4 MiB, five do not")
+	require.Contains(t, page["_links"], "next")
+
+	rows := b.readRows(t, id, "limit=1000")
+	want := []string{"big0", "big1", "big2", "big3", "big4", "big5", "big6", "big7", "big8", "big9", "small0", "small1", "small2"}
+	require.Equal(t, want, rowIDs(rows), "paging reaches every row once, in order")
+	require.Len(t, b.readRows(t, id, "limit=2"), 13, "a page of few rows is not cut")
+}

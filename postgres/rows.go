@@ -417,11 +417,12 @@ func expiredInDataset(store catalog.Store, now string) string {
 	return expiredPredicate(store, now, sole, currentOf(store, "ttl"))
 }
 
-// FindRows implements catalog.RowService.
-func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) (_ []catalog.Row, err error) {
+// FindRows implements catalog.RowService. A page bounded by bytes is measured first (pageWithin) and then read, in
+// one repeatable-read snapshot, so both see the same rows.
+func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) (_ *catalog.RowPage, err error) {
 	defer outage(&err)
-	var out []catalog.Row
-	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	out := &catalog.RowPage{}
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err
@@ -432,15 +433,26 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 			return err
 		}
 		query, args := rowQuery(datasetID, f, now, hiddenThrough)
+		if f.MaxBytes > 0 {
+			if f.Limit, out.Cut, err = pageWithin(ctx, tx, query, args, f.Limit, f.MaxBytes); err != nil {
+				return fmt.Errorf("measure rows of %s: %w", datasetID, err)
+			}
+			query, args = rowQuery(datasetID, f, now, hiddenThrough)
+		}
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("read rows of %s: %w", datasetID, err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
+		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
 			var r catalog.Row
 			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry)
 			return r, err
 		})
+		if err == nil && f.MaxBytes > 0 {
+			var cut bool
+			out.Rows, cut = withinBytes(out.Rows, f.MaxBytes)
+			out.Cut = out.Cut || cut
+		}
 		return err
 	})
 	return out, err
