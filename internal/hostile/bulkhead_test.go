@@ -1,0 +1,269 @@
+package hostile
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/jobs"
+)
+
+// bulkheadPeakRSS is the most memory the service may ever have held when an attack of this file ends.
+const bulkheadPeakRSS = 300 << 20
+
+// bulkheadAttacker is the org that attacks: its own dataset, events and requests.
+const bulkheadAttacker = "ATTACK00000000000000000001@AdobeOrg"
+
+// bulkheadInsertLog writes n audit events of about 900 bytes each into org's log, directly: what a busy org
+// accumulates in a year, without a year of API calls.
+func bulkheadInsertLog(t *testing.T, svc *service, org string, n int) {
+	t.Helper()
+	_, err := svc.DB.Pool.Exec(context.Background(), `
+INSERT INTO audit_events (id, org_id, sandbox_name, occurred_at, request_id, asset_type, asset_id, asset_name, action,
+                          status, user_id, client_id, details, seq, prev_hash, hash)
+SELECT gen_random_uuid(), $1, 'prod', now() - g * interval '1 second', 'r', 'Dataset', 'a', 'n', 'Update',
+       'Success', 'u', 'c', jsonb_build_object('g', g, 'pad', repeat('x', 700)), g, '', ''
+FROM generate_series(1, $2::int) g`, org, n)
+	require.NoError(t, err)
+}
+
+// bulkheadStall sends GET path as tn on a raw connection with a tiny receive window, reads the status line and
+// headers, sends the status to statuses (0 if no answer came), and then never reads again: a client that asked for
+// a large answer and went away without closing. The connection is closed when the test ends.
+func bulkheadStall(t *testing.T, tn *tenant, path string, statuses chan<- int) {
+	t.Helper()
+	u, err := url.Parse(tn.svc.URL)
+	require.NoError(t, err)
+	dialer := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := dialer.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	req := tn.request(t, http.MethodGet, path, nil)
+	require.NoError(t, req.Write(conn))
+	go func() {
+		// One small read buffer: the status line and headers, and not a byte more than fits beside them.
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), req)
+		if err != nil {
+			statuses <- 0
+			return
+		}
+		statuses <- resp.StatusCode
+	}()
+}
+
+// bulkheadRun starts a retention run of the victim's dataset and waits for it to end, polling its status.
+func bulkheadRun(t *testing.T, v *victim) string {
+	t.Helper()
+	status, body := v.do(t, http.MethodPost, "/retention/runs", fmt.Sprintf(`{"datasetIds":[%q]}`, v.Dataset))
+	require.Equal(t, http.StatusAccepted, status, "start run: %s", body)
+	var run struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal(body, &run))
+	deadline := time.Now().Add(60 * time.Second)
+	for run.Status == jobs.StatusPending || run.Status == jobs.StatusRunning {
+		require.True(t, time.Now().Before(deadline), "the victim's run did not end within 60 s: %s", body)
+		time.Sleep(50 * time.Millisecond)
+		status, body = v.do(t, http.MethodGet, "/retention/runs/"+run.ID, "")
+		require.Equal(t, http.StatusOK, status, "read run: %s", body)
+		require.NoError(t, json.Unmarshal(body, &run))
+	}
+	return run.Status
+}
+
+// TestBulkheadStalledExports is finding 1: forty exports of a large audit log whose clients never read held every
+// pooled connection, so /readyz answered 503 and other orgs' calls timed out. Exports now hold no connection while
+// they wait for their reader, an org runs a bounded number of long requests at once (429 past it), and jobs and
+// health checks have connections of their own.
+func TestBulkheadStalledExports(t *testing.T) {
+	t.Parallel()
+	svc := start(t)
+	v := newVictim(t, svc)
+	attacker := svc.tenant(t, bulkheadAttacker)
+	bulkheadInsertLog(t, svc, attacker.Org, 6000)
+
+	statuses := make(chan int, 40)
+	for range 40 {
+		bulkheadStall(t, attacker, "/audit/export?format=json", statuses)
+	}
+	// Every export either started its answer or was refused; one waiting for a connection would not answer at all.
+	answered := map[int]int{}
+	deadline := time.After(20 * time.Second)
+	for range 40 {
+		select {
+		case status := <-statuses:
+			answered[status]++
+		case <-deadline:
+			t.Fatalf("exports answered so far: %v; the rest are waiting for something no tenant should hold", answered)
+		}
+	}
+	require.Positive(t, answered[http.StatusOK], "some exports run: %v", answered)
+	require.Positive(t, answered[http.StatusTooManyRequests], "the org's long requests are capped: %v", answered)
+
+	v.requireUnharmed(t)
+	start := time.Now()
+	v.createDataset(t, "created-during-the-attack")
+	status, body := v.do(t, http.MethodGet, "/dataSets?limit=10", "")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	require.Less(t, time.Since(start), 5*time.Second, "the victim's create and list")
+	require.Equal(t, jobs.StatusSucceeded, bulkheadRun(t, v))
+	require.True(t, svc.ready())
+	require.Less(t, svc.peakRSS(t), int64(bulkheadPeakRSS))
+}
+
+// bulkheadBigRow is an event of about 1,000,000 bytes: one of the largest a line may hold. Its text is random, so
+// that nothing on the way compresses it.
+func bulkheadBigRow(t *testing.T, i int) string {
+	t.Helper()
+	pad := make([]byte, 740_000)
+	_, err := rand.Read(pad)
+	require.NoError(t, err)
+	return fmt.Sprintf(`{"_id":"big-%d","timestamp":%q,"pad":%q}`, i,
+		time.Now().UTC().Add(-time.Duration(i)*time.Minute).Format(time.RFC3339), base64.StdEncoding.EncodeToString(pad))
+}
+
+// TestBulkheadBigRowPages is the answer part of finding 8: one page of 300 rows of 1 MiB took the service from
+// 0.19 GB to 1.72 GB. A page now stops once its answer reaches its byte bound and links the next.
+func TestBulkheadBigRowPages(t *testing.T) {
+	t.Parallel()
+	svc := start(t)
+	v := newVictim(t, svc)
+	attacker := svc.tenant(t, bulkheadAttacker)
+	id := attacker.createDataset(t, "big-rows")
+	const rows = 64
+	for i := 0; i < rows; i += 8 {
+		lines := make([]string, 8)
+		for j := range lines {
+			lines[j] = bulkheadBigRow(t, i+j)
+		}
+		require.Equal(t, 8, attacker.ingest(t, id, lines...).Accepted)
+	}
+
+	// Readers page through the big rows as hard as they can while the victim is checked.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	pages, refused, seen := 0, 0, map[string]bool{}
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for path := ""; ctx.Err() == nil; {
+				if path == "" {
+					path = "/dataSets/" + id + "/rows?limit=1000"
+				}
+				page, status, err := bulkheadReadPage(ctx, attacker, path)
+				if ctx.Err() != nil {
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if status == http.StatusTooManyRequests {
+					refused++
+				} else {
+					pages++
+					for _, r := range page.Embedded.Rows {
+						seen[r.ID] = true
+					}
+					path = page.Links["next"].Href
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	progress := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return pages, len(seen)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for n, _ := progress(); n < 2; n, _ = progress() {
+		require.True(t, time.Now().Before(deadline), "the readers read no pages")
+		time.Sleep(10 * time.Millisecond)
+	}
+	v.requireUnharmed(t)
+	for _, n := progress(); n < rows; _, n = progress() {
+		require.True(t, time.Now().Before(deadline), "the readers did not reach every row within 2 minutes")
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("%d pages of big rows read, %d reads refused (429), peak RSS %d MiB", pages, refused, svc.peakRSS(t)>>20)
+	require.Len(t, seen, rows, "paging reaches every row")
+	require.Less(t, svc.peakRSS(t), int64(bulkheadPeakRSS))
+}
+
+// bulkheadPage is a page of rows as a reader needs it: the rows' ids and the next link.
+type bulkheadPage struct {
+	Embedded struct {
+		Rows []struct {
+			ID string `json:"_id"`
+		} `json:"rows"`
+	} `json:"_embedded"`
+	Links map[string]struct {
+		Href string `json:"href"`
+	} `json:"_links"`
+}
+
+// bulkheadReadPage reads one page of rows as tn; a 429 is an answer, anything else but 200 an error.
+func bulkheadReadPage(ctx context.Context, tn *tenant, path string) (*bulkheadPage, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tn.svc.URL+path, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tn.token)
+	req.Header.Set("x-api-key", "hostile")
+	req.Header.Set("x-gw-ims-org-id", tn.Org)
+	req.Header.Set("x-sandbox-name", tn.Sandbox)
+	resp, err := tn.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return nil, resp.StatusCode, nil
+	case http.StatusOK:
+	default:
+		return nil, resp.StatusCode, fmt.Errorf("GET %s answered %d: %.300s", path, resp.StatusCode, body)
+	}
+	var page bulkheadPage
+	if err := json.Unmarshal(body, &page); err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if len(page.Embedded.Rows) == 0 {
+		return nil, resp.StatusCode, fmt.Errorf("GET %s: a page without rows", path)
+	}
+	return &page, resp.StatusCode, nil
+}
