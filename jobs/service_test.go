@@ -477,7 +477,7 @@ func TestRunMetrics(t *testing.T) {
 	require.EqualValues(t, 1, got["retention_runs_total"])
 	require.EqualValues(t, 1, got["retention_run_duration_seconds"], "one run observed")
 	require.EqualValues(t, 1, got["retention_run_datasets_total"])
-	require.Positive(t, got["retention_dataset_last_success_timestamp_seconds"])
+	require.Positive(t, got["retention_last_success_timestamp_seconds"])
 	require.EqualValues(t, 7, got["retention_datasets_overdue"])
 }
 

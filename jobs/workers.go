@@ -154,8 +154,8 @@ func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
 			return err
 		}
 		now := s.store.Now()
-		for _, ds := range done {
-			s.metrics.datasetDone(ds, plan.Sweep.Store, true, now)
+		for range done {
+			s.metrics.datasetDone(plan.Sweep.Store, true, now)
 		}
 		s.metrics.runEnded(plan.Sweep.Store, end)
 	}
@@ -251,6 +251,6 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 	s.cfg.Logger.InfoContext(ctx, "retention: dataset done", slog.String("run_id", a.RunID),
 		slog.String("dataset_id", a.DatasetID), slog.String("store", plan.Sweep.Store),
 		slog.Int64("rows_deleted", res.Rows), slog.Duration("duration", time.Since(start)), slog.Any("error", err))
-	s.metrics.datasetDone(a.DatasetID, plan.Sweep.Store, err == nil, s.store.Now())
+	s.metrics.datasetDone(plan.Sweep.Store, err == nil, s.store.Now())
 	return nil
 }
