@@ -33,7 +33,8 @@ type Service interface {
 	// returned.
 	ExportEvents(ctx context.Context, c *catalog.Caller, q Query, fn func([]*Event) error) error
 	// VerifyChain walks the caller's org's chain (all its sandboxes: the chain is per org) and reports whether it is
-	// intact and, if not, where it first breaks.
+	// intact and, if not, where it first breaks, as the caller's sandbox may see it: its own events counted, and
+	// nothing of another sandbox's events but the seq and reason of a break (Verifier.ScopeTo).
 	VerifyChain(ctx context.Context, c *catalog.Caller) (*Verification, error)
 }
 

@@ -303,6 +303,7 @@ type verificationDoc struct {
 	Valid       bool           `json:"valid"`
 	Events      int64          `json:"events"`
 	ImsOrgID    string         `json:"imsOrgId"`
+	SandboxName string         `json:"sandboxName"`
 	Head        chainPointDoc  `json:"head"`
 	Anchor      chainPointDoc  `json:"anchor"`
 	FirstBroken *chainBreakDoc `json:"firstBroken"`
@@ -323,14 +324,15 @@ type chainBreakDoc struct {
 }
 
 // verifyAudit walks the caller's org's chain. The chain is per org, so the walk covers every sandbox of the org,
-// whichever sandbox the request names.
+// and a break anywhere makes it invalid; the answer speaks for the sandbox the request names: its events counted,
+// its newest event as the head, and of a break at another sandbox's event only the seq and the reason.
 func (s *Server) verifyAudit(c echo.Context) error {
 	v, err := s.audit.VerifyChain(c.Request().Context(), caller(c))
 	if err != nil {
 		return err
 	}
 	doc := verificationDoc{
-		Valid: v.Valid, Events: v.Events, ImsOrgID: v.Org,
+		Valid: v.Valid, Events: v.Events, ImsOrgID: v.Org, SandboxName: v.Sandbox,
 		Head: chainPointDoc{Seq: v.Head.Seq, Hash: v.Head.Hash}, Anchor: chainPointDoc{Seq: v.Anchor.Seq, Hash: v.Anchor.Hash},
 	}
 	if b := v.FirstBroken; b != nil {

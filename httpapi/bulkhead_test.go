@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/retention/audit"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/jobs"
@@ -369,4 +371,49 @@ func TestRowPagesStopAtTheirByteBound(t *testing.T) {
 	want := []string{"big0", "big1", "big2", "big3", "big4", "big5", "big6", "big7", "big8", "big9", "small0", "small1", "small2"}
 	require.Equal(t, want, rowIDs(rows), "paging reaches every row once, in order")
 	require.Len(t, b.readRows(t, id, "limit=2"), 13, "a page of few rows is not cut")
+}
+
+// TestAuditVerifyPerSandbox is part of finding 9: GET /audit/verify from sandbox dev answered with prod's event id,
+// sandbox and time, and the org-wide count. The walk still covers the org's chain (it is one chain), but the answer
+// speaks for the caller's sandbox: its own events, and of a break at another sandbox's event only where and why.
+func TestAuditVerifyPerSandbox(t *testing.T) {
+	t.Parallel()
+	b := setupAudit(t)
+	prod := []*audit.Event{b.record(t, audit.Event{}), b.record(t, audit.Event{}), b.record(t, audit.Event{})}
+	dev := b.record(t, audit.Event{Sandbox: "dev"})
+	asDev := map[string]string{"x-sandbox-name": "dev"}
+
+	resp := b.do(t, request{method: http.MethodGet, path: "/audit/verify", headers: asDev})
+	require.Equal(t, http.StatusOK, resp.status)
+	v := resp.json(t)
+	require.Equal(t, true, v["valid"])
+	require.Equal(t, "dev", v["sandboxName"])
+	require.Equal(t, float64(1), v["events"], "dev's events, not the org's")
+	require.Equal(t, dev.Hash, v["head"].(map[string]any)["hash"])
+
+	// A superuser edits one of prod's events: dev learns that the org's chain is broken, and where, not what.
+	ctx := context.Background()
+	require.NoError(t, pgx.BeginFunc(ctx, b.db.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE audit_events SET status = 'Failure' WHERE id = $1`, prod[1].ID)
+		return err
+	}))
+	resp = b.do(t, request{method: http.MethodGet, path: "/audit/verify", headers: asDev})
+	v = resp.json(t)
+	require.Equal(t, false, v["valid"])
+	broken := v["firstBroken"].(map[string]any)
+	require.Equal(t, float64(prod[1].Seq), broken["seq"])
+	require.Equal(t, audit.BreakHash, broken["reason"])
+	for _, field := range []string{"id", "sandboxName", "timestamp"} {
+		require.NotContains(t, broken, field, "dev sees nothing of prod's event")
+	}
+	require.NotContains(t, string(resp.body), prod[1].ID)
+	require.NotContains(t, string(resp.body), prod[1].Hash[:12])
+
+	resp = b.do(t, request{method: http.MethodGet, path: "/audit/verify"})
+	broken = resp.json(t)["firstBroken"].(map[string]any)
+	require.Equal(t, prod[1].ID, broken["id"], "prod sees its own event")
+	require.Equal(t, "prod", broken["sandboxName"])
 }

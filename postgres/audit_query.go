@@ -416,15 +416,21 @@ func scanAuditEvent(rows pgx.Row) (*audit.Event, error) {
 // long chain never ties a connection to one huge result.
 const verifyBatch = 10_000
 
-// VerifyChain implements audit.Service. It reads the head and the events in one repeatable-read snapshot, so
-// events appended during the walk neither show nor break it.
+// VerifyChain implements audit.Service: it walks the caller's org's chain and reports for the caller's sandbox
+// (audit.Verifier.ScopeTo).
 func (s *AuditService) VerifyChain(ctx context.Context, c *catalog.Caller) (_ *audit.Verification, err error) {
 	defer outage(&err)
-	return s.Verify(ctx, c.Org)
+	return s.verify(ctx, c.Org, c.Sandbox)
 }
 
-// Verify walks the chain of org; retentionctl and the API call it through VerifyChain.
+// Verify walks the chain of org and reports for the whole org, as only an operator may see it.
 func (s *AuditService) Verify(ctx context.Context, org string) (*audit.Verification, error) {
+	return s.verify(ctx, org, "")
+}
+
+// verify walks org's chain, reporting for sandbox when one is given. It reads the head and the events in one
+// repeatable-read snapshot, so events appended during the walk neither show nor break it.
+func (s *AuditService) verify(ctx context.Context, org, sandbox string) (*audit.Verification, error) {
 	var result *audit.Verification
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var head audit.ChainPoint
@@ -439,6 +445,9 @@ func (s *AuditService) Verify(ctx context.Context, org string) (*audit.Verificat
 			w = audit.NewVerifier(org, nil, anchor)
 		default:
 			return fmt.Errorf("read audit chain head of %s: %w", org, err)
+		}
+		if sandbox != "" {
+			w.ScopeTo(sandbox)
 		}
 		after := anchor.Seq
 		for {
