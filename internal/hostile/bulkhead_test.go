@@ -62,7 +62,7 @@ func bulkheadStall(t *testing.T, tn *tenant, path string, statuses chan<- int) {
 	require.NoError(t, req.Write(conn))
 	go func() {
 		// One small read buffer: the status line and headers, and not a byte more than fits beside them.
-		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), req)
+		resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), req) //nolint:bodyclose // never read nor closed, on purpose: the connection closes when the test ends
 		if err != nil {
 			statuses <- 0
 			return
