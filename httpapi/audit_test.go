@@ -47,6 +47,7 @@ func setupAuditWith(t *testing.T, configure func(*postgres.AuditService)) *audit
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(b.db), Rows: postgres.NewRowService(b.db, testChunkRows), Audit: b.audit,
 		Auth: auth, Ready: b.db.Ready, Registry: prometheus.NewRegistry(),
+		LongRequestsPerOrg: 1000, // as in setup
 	})
 	srv := httptest.NewServer(b.api)
 	t.Cleanup(srv.Close)
