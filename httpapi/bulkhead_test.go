@@ -98,6 +98,29 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	})
 }
 
+// TestConnectionLostAnswers503: a pooled connection that the server ended (a restart, a failover, an operator's
+// pg_terminate_backend) fails the request that next uses it; that request answers 503 like an outage, and the pool
+// connects again for the next.
+func TestConnectionLostAnswers503(t *testing.T) {
+	t.Parallel()
+	b := setupBulkhead(t, bulkheadOpts{maxConns: 1})
+	require.Equal(t, http.StatusOK, b.within(t, "/dataSets").status)
+	var pid int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid))
+	admin, err := pgx.Connect(context.Background(), b.dbURL)
+	require.NoError(t, err)
+	defer func() { _ = admin.Close(context.Background()) }()
+	var ended bool
+	require.NoError(t, admin.QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&ended))
+	require.True(t, ended)
+
+	resp := b.within(t, "/dataSets")
+	require.Equal(t, http.StatusServiceUnavailable, resp.status, "body: %s", resp.body)
+	require.Equal(t, "5", resp.header.Get("Retry-After"))
+	require.Equal(t, "database-unavailable", resp.problem(t).Type)
+	require.Equal(t, http.StatusOK, b.within(t, "/dataSets").status, "the pool connects again")
+}
+
 // bulkheadOpts configure setupBulkhead; zero fields keep the defaults.
 type bulkheadOpts struct {
 	maxConns     int           // the pool's size
@@ -121,12 +144,14 @@ func (l logLines) Write(p []byte) (int, error) {
 // connections with small send buffers, so that a client that stops reading stalls the server's writes at once.
 type bulkheadBundle struct {
 	*auditBundle
-	logs logLines
+	logs  logLines
+	dbURL string // the database's URL, without the pool's size
 }
 
 func setupBulkhead(t *testing.T, opts bulkheadOpts) *bulkheadBundle {
 	t.Helper()
-	url := testdb.New(t)
+	plain := testdb.New(t)
+	url := plain
 	if opts.maxConns > 0 {
 		url += map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")] + "pool_max_conns=" + strconv.Itoa(opts.maxConns)
 	}
@@ -136,6 +161,7 @@ func setupBulkhead(t *testing.T, opts bulkheadOpts) *bulkheadBundle {
 	b := &bulkheadBundle{
 		auditBundle: &auditBundle{testBundle: &testBundle{db: db, org: newOrg(), now: time.Now().UTC().Truncate(time.Millisecond)}},
 		logs:        make(logLines, 100),
+		dbURL:       plain,
 	}
 	b.audit = postgres.NewAuditService(db)
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)

@@ -347,9 +347,9 @@ func isQueryCanceled(err error) bool {
 // holds no connection: only this page, in memory.
 const exportPageSize = 500
 
-// exportThrough reads the org's newest seq when an export starts. An export is read in pages, one query each; bounding
-// every page by the seq the chain had at the start gives the export the contents of that moment, as one query did:
-// events appended meanwhile (seq is given under the chain's lock, in commit order) are not in it.
+// exportThrough reads the org's newest seq when an export starts. An export is read in pages, one query each;
+// bounding every page by the seq the chain had at the start gives the export the contents of that moment, as one
+// query did: events appended meanwhile (seq is given under the chain's lock, in commit order) are not in it.
 const exportThrough = `SELECT COALESCE(max(seq), 0) FROM audit_events WHERE org_id = $1`
 
 // ExportEvents implements audit.Service. The events are read in pages of exportPageSize by keyset on the query's
