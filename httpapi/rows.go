@@ -207,6 +207,7 @@ func (s *Server) listRows(c echo.Context) error {
 	if err := writeRowsPage(&buf, rows, links); err != nil {
 		return err
 	}
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(buf.Len()))
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
 }
 
