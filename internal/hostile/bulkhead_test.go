@@ -154,7 +154,7 @@ func TestBulkheadStalledExports(t *testing.T) {
 	require.Positive(t, answered[http.StatusTooManyRequests], "the org's long requests are capped: %v", answered)
 
 	v.requireUnharmed(t)
-	t.Logf("victim's read median: %s before the attack, %s during it", v.baseline, v.readLatency(t, 15))
+	t.Logf("victim's read median: %s before the attack (15 reads), %s during it (9)", v.baseline, v.readLatency(t, 9))
 	start := time.Now()
 	v.createDataset(t, "created-during-the-attack")
 	status, body := v.do(t, http.MethodGet, "/dataSets?limit=10", "")
@@ -242,7 +242,7 @@ func TestBulkheadBigRowPages(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	v.requireUnharmed(t)
-	t.Logf("victim's read median: %s before the attack, %s during it", v.baseline, v.readLatency(t, 15))
+	t.Logf("victim's read median: %s before the attack (15 reads), %s during it (9)", v.baseline, v.readLatency(t, 9))
 	for _, n := progress(); n < rows; _, n = progress() {
 		require.True(t, time.Now().Before(deadline), "the readers did not reach every row within 2 minutes")
 		time.Sleep(10 * time.Millisecond)
