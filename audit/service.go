@@ -26,12 +26,15 @@ type Page struct {
 type Service interface {
 	// FindEvents returns the page of q's events at q.Start.
 	FindEvents(ctx context.Context, c *catalog.Caller, q Query) (*Page, error)
-	// ExportEvents calls fn with each event of q from the last ExportWindow, in q's order, ignoring q.Start and
-	// q.Limit. Events are read as fn consumes them, never all held at once; an error from fn stops the export and
-	// is returned.
-	ExportEvents(ctx context.Context, c *catalog.Caller, q Query, fn func(*Event) error) error
+	// ExportEvents calls fn with the events of q from the last ExportWindow, page after page in q's order, ignoring
+	// q.Start and q.Limit; together the pages are the events as they were when the export started. A page is read
+	// whole and its database connection released before fn is called, so a slow fn (a client that reads slowly or
+	// not at all) holds no connection, and only one page is held at a time. An error from fn stops the export and is
+	// returned.
+	ExportEvents(ctx context.Context, c *catalog.Caller, q Query, fn func([]*Event) error) error
 	// VerifyChain walks the caller's org's chain (all its sandboxes: the chain is per org) and reports whether it is
-	// intact and, if not, where it first breaks.
+	// intact and, if not, where it first breaks, as the caller's sandbox may see it: its own events counted, and
+	// nothing of another sandbox's events but the seq and reason of a break (Verifier.ScopeTo).
 	VerifyChain(ctx context.Context, c *catalog.Caller) (*Verification, error)
 }
 

@@ -41,6 +41,9 @@ type Verification struct {
 	Head        ChainPoint
 	Anchor      ChainPoint
 	FirstBroken *Break
+	// Sandbox, when set, is the sandbox the result speaks for (Verifier.ScopeTo): Events and Head are of its events
+	// alone, and FirstBroken names another sandbox's event only by its seq and reason.
+	Sandbox string
 }
 
 // Verifier walks one org's chain: feed it the org's events after the anchor in seq order, then call Finish. It keeps
@@ -51,7 +54,17 @@ type Verifier struct {
 	hasHead  bool
 	nextSeq  int64
 	prevHash string
+
+	// sandboxEvents and sandboxHead are the scope's count and newest event (ScopeTo).
+	sandboxEvents int64
+	sandboxHead   ChainPoint
 }
+
+// ScopeTo makes the result speak for one sandbox of the org, for a caller that may see that sandbox's events and no
+// other's: Events counts its events and Head is the newest of them, and a break at another sandbox's event, or in
+// the chain's end, is reported by its seq and reason with a detail that names nothing of the other sandbox. The
+// walk still covers the whole chain, since the chain is the org's: a break anywhere makes the result invalid.
+func (w *Verifier) ScopeTo(sandbox string) { w.v.Sandbox = sandbox }
 
 // NewVerifier starts a walk of org's chain, whose recorded head and anchor are head and anchor; head is nil when the
 // org has no chain row.
@@ -66,6 +79,10 @@ func NewVerifier(org string, head *ChainPoint, anchor ChainPoint) *Verifier {
 // Add checks the next event of the walk.
 func (w *Verifier) Add(e *Event) error {
 	w.v.Events++
+	if w.v.Sandbox != "" && e.Sandbox == w.v.Sandbox {
+		w.sandboxEvents++
+		w.sandboxHead = ChainPoint{Seq: e.Seq, Hash: e.Hash}
+	}
 	if !w.hasHead {
 		w.breakAt(e, BreakNoHead, "the org has events but no chain head")
 		return nil
@@ -105,6 +122,13 @@ func (w *Verifier) Finish() *Verification {
 		}
 	}
 	w.v.Valid = w.v.FirstBroken == nil
+	if w.v.Sandbox != "" {
+		w.v.Events, w.v.Head = w.sandboxEvents, w.sandboxHead
+		if b := w.v.FirstBroken; b != nil && b.Sandbox != w.v.Sandbox {
+			w.v.FirstBroken = &Break{Seq: b.Seq, Reason: b.Reason, Detail: fmt.Sprintf(
+				"the org's chain breaks at an event outside sandbox %s (%s); verifying from the org's other sandboxes finds it", w.v.Sandbox, b.Reason)}
+		}
+	}
 	return &w.v
 }
 

@@ -15,7 +15,9 @@ const (
 	EPRECONDITION = "precondition_failed"    // If-Match named a version that is no longer current
 	ETOOLARGE     = "too_large"              // the request body is over its limit
 	EUNSUPPORTED  = "unsupported_media_type" // the body is of a content type the route does not take
-	EINTERNAL     = "internal"               // a bug or an outage; never shown to the caller in detail
+	EBUSY         = "busy"                   // the caller has as many requests of a kind in flight as it may; retry later
+	EUNAVAILABLE  = "unavailable"            // the database cannot be reached now; nothing was done, retry later
+	EINTERNAL     = "internal"               // a bug; never shown to the caller in detail
 )
 
 // Error is a failure whose Message is safe to show to the caller. Type is a stable, specific identifier of the rule
@@ -26,14 +28,30 @@ type Error struct {
 	Type    string
 	Field   string
 	Message string
+	// Err is the cause, for the logs; it is never shown to the caller.
+	Err error
 }
 
-// Error implements the error interface.
+// Error implements the error interface; the cause, if any, follows the message.
 func (e *Error) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	msg := e.Message
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, msg)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, msg)
+}
+
+// Unwrap returns the cause, so that errors.Is and errors.As see through the domain error to what caused it.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Unavailable returns an EUNAVAILABLE error caused by err: the database could not be reached, so nothing was done
+// and the request may be sent again.
+func Unavailable(err error) *Error {
+	return &Error{Code: EUNAVAILABLE, Type: "database-unavailable", Err: err,
+		Message: "the database is unavailable right now; send the request again later"}
 }
 
 // Errorf returns an *Error with the given code and a formatted message; Type defaults to the code.

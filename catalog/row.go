@@ -261,6 +261,17 @@ type RowFilter struct {
 	Start, End *time.Time // event time, inclusive start and exclusive end
 	After      *RowCursor // keyset: rows strictly after this one
 	Limit      int
+	// MaxBytes, when positive, bounds the page by its rows' payloads (their JSON text): the page ends before the
+	// row that would take it past MaxBytes, or a little earlier (rows are first measured as stored), though it
+	// always holds at least one row. It keeps the memory of one read bounded however large the rows are; zero
+	// leaves pages to Limit alone.
+	MaxBytes int
+}
+
+// RowPage is a page of rows. Cut says that MaxBytes ended it before Limit rows: more rows follow.
+type RowPage struct {
+	Rows []Row
+	Cut  bool
 }
 
 // RowCursor is the position of the last row of a page.
@@ -275,7 +286,7 @@ type RowService interface {
 	// readable before it ends. A bad event never drops a good one; it is reported in the result.
 	Ingest(ctx context.Context, c *Caller, datasetID string, events iter.Seq[RawEvent], opts IngestOptions) (*IngestResult, error)
 	// FindRows returns a page of the dataset's rows that are not expired, whether or not a run has deleted them yet.
-	FindRows(ctx context.Context, c *Caller, datasetID string, f RowFilter) ([]Row, error)
+	FindRows(ctx context.Context, c *Caller, datasetID string, f RowFilter) (*RowPage, error)
 	// DeleteRow removes one row from every store, writing a Delete audit event. Returns ENOTFOUND if no such row.
 	DeleteRow(ctx context.Context, c *Caller, datasetID, rowID string) error
 }

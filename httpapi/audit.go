@@ -30,8 +30,8 @@ func (s *Server) registerAudit(e *echo.Echo) {
 	for _, prefix := range []string{"", auditPrefix} {
 		g := e.Group(prefix, s.authenticate, s.checkParams)
 		g.GET("/audit/events", s.listAuditEvents, read)
-		g.GET("/audit/export", s.exportAuditEvents, read)
-		g.GET("/audit/verify", s.verifyAudit, read)
+		g.GET("/audit/export", s.exportAuditEvents, read, s.long)
+		g.GET("/audit/verify", s.verifyAudit, read, s.long)
 	}
 }
 
@@ -154,13 +154,12 @@ var auditCSVHeader = []string{
 	"userEmail", "clientId", "details", "seq", "prevHash", "hash",
 }
 
-// exportFlushEvery is how many events go out between flushes, so the client receives an export as it is read.
-const exportFlushEvery = 500
-
 // exportAuditEvents streams every event the filters match from the last 365 days, as CSV (the default, as Adobe
-// exports) or as a JSON array. Nothing is sent until the first events are read, so an error before then is an
-// ordinary problem response; an error after that cuts the connection, so that a client never takes a truncated
-// export for a whole one.
+// exports) or as a JSON array. The events come in pages read with a database connection that is released before
+// the page is written, and each page must reach the client within the write timeout: a client that stops reading
+// holds no connection, and is cut off once a page has waited that long. Nothing is sent until the first page is
+// read, so an error before then is an ordinary problem response; an error after that cuts the connection, so that
+// a client never takes a truncated export for a whole one.
 func (s *Server) exportAuditEvents(c echo.Context) error {
 	format := c.QueryParam("format")
 	if format == "" {
@@ -184,27 +183,33 @@ func (s *Server) exportAuditEvents(c echo.Context) error {
 	} else {
 		res.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	}
-	// The buffer holds the start of the body until it fills or a flush: until then nothing is committed.
+	// The buffer holds the start of the body until the first page is written: until then nothing is committed.
 	buf := bufio.NewWriterSize(res, 64<<10)
 	w := newExportWriter(format, buf)
 	n := 0
-	err = s.audit.ExportEvents(c.Request().Context(), caller(c), q, func(ev *audit.Event) error {
-		if err := w.write(ev); err != nil {
+	err = s.audit.ExportEvents(c.Request().Context(), caller(c), q, func(page []*audit.Event) error {
+		if err := s.extendWriteDeadline(res); err != nil {
 			return err
 		}
-		n++
-		if n%exportFlushEvery == 0 {
-			if err := buf.Flush(); err != nil {
+		for _, ev := range page {
+			if err := w.write(ev); err != nil {
 				return err
 			}
-			if err := http.NewResponseController(res.Writer).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-				return err
-			}
+			n++
+		}
+		if err := buf.Flush(); err != nil {
+			return err
+		}
+		if err := http.NewResponseController(res).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
 		}
 		return nil
 	})
 	if err == nil {
 		err = w.close()
+	}
+	if err == nil {
+		err = s.extendWriteDeadline(res)
 	}
 	if err == nil {
 		err = buf.Flush()
@@ -298,6 +303,7 @@ type verificationDoc struct {
 	Valid       bool           `json:"valid"`
 	Events      int64          `json:"events"`
 	ImsOrgID    string         `json:"imsOrgId"`
+	SandboxName string         `json:"sandboxName"`
 	Head        chainPointDoc  `json:"head"`
 	Anchor      chainPointDoc  `json:"anchor"`
 	FirstBroken *chainBreakDoc `json:"firstBroken"`
@@ -318,14 +324,15 @@ type chainBreakDoc struct {
 }
 
 // verifyAudit walks the caller's org's chain. The chain is per org, so the walk covers every sandbox of the org,
-// whichever sandbox the request names.
+// and a break anywhere makes it invalid; the answer speaks for the sandbox the request names: its events counted,
+// its newest event as the head, and of a break at another sandbox's event only the seq and the reason.
 func (s *Server) verifyAudit(c echo.Context) error {
 	v, err := s.audit.VerifyChain(c.Request().Context(), caller(c))
 	if err != nil {
 		return err
 	}
 	doc := verificationDoc{
-		Valid: v.Valid, Events: v.Events, ImsOrgID: v.Org,
+		Valid: v.Valid, Events: v.Events, ImsOrgID: v.Org, SandboxName: v.Sandbox,
 		Head: chainPointDoc{Seq: v.Head.Seq, Hash: v.Head.Hash}, Anchor: chainPointDoc{Seq: v.Anchor.Seq, Hash: v.Anchor.Hash},
 	}
 	if b := v.FirstBroken; b != nil {

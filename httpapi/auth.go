@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -21,6 +23,34 @@ type Claims struct {
 	Org      string `json:"org"`
 	ClientID string `json:"client_id"`
 	Scope    string `json:"scope"`
+}
+
+// numericDateClaims are the registered claims whose value RFC 7519 §2 defines as a NumericDate: a JSON number.
+var numericDateClaims = []string{"exp", "nbf", "iat"}
+
+// UnmarshalJSON reads the claims, refusing a NumericDate claim that is not a JSON number. The JWT library reads a
+// string holding a number too ("exp":"4102444800"), which a token must not be allowed to bend its expiry with.
+func (c *Claims) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("read token claims: %w", err)
+	}
+	for _, name := range numericDateClaims {
+		if v, ok := raw[name]; ok && !isJSONNumber(v) {
+			return fmt.Errorf("token claim %s is %s, not a NumericDate (a JSON number, RFC 7519)", name, v)
+		}
+	}
+	type claims Claims // the same fields without this method, so decoding does not come back here
+	if err := json.Unmarshal(data, (*claims)(c)); err != nil {
+		return fmt.Errorf("read token claims: %w", err)
+	}
+	return nil
+}
+
+// isJSONNumber reports whether v, a JSON value, is a number.
+func isJSONNumber(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
 }
 
 // Authenticator verifies bearer tokens: HS256 with a shared secret (development and tests) and, when configured,
@@ -49,6 +79,11 @@ func NewAuthenticator(ctx context.Context, secret, jwksURL string, now func() ti
 }
 
 func (a *Authenticator) key(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		// RFC 7515 §4.1.11: a token whose crit header lists an extension the recipient does not understand must be
+		// refused. This service understands none, and the JWT library does not check crit at all.
+		return nil, errors.New("the token's crit header lists extensions this service does not understand")
+	}
 	switch t.Method.Alg() {
 	case jwt.SigningMethodHS256.Alg():
 		if len(a.secret) == 0 {

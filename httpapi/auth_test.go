@@ -1,10 +1,12 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -119,4 +121,60 @@ func TestSandboxHeader(t *testing.T) {
 	bad := b.do(t, request{method: http.MethodGet, path: "/dataSets", headers: map[string]string{"x-sandbox-name": "Prod Sandbox"}})
 	require.Equal(t, http.StatusBadRequest, bad.status)
 	require.Equal(t, "x-sandbox-name", bad.problem(t).Field)
+}
+
+// signed signs claims with the test secret, adding header fields (name, value pairs) to the JOSE header.
+func signed(t *testing.T, claims jwt.Claims, header ...any) string {
+	t.Helper()
+	token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	for i := 0; i+1 < len(header); i += 2 {
+		token.Header[header[i].(string)] = header[i+1]
+	}
+	s, err := token.SignedString([]byte(testSecret))
+	require.NoError(t, err)
+	return s
+}
+
+// TestTokensFollowTheRFCs is part of finding 9: a token whose exp was a string ("exp":"4102444800") or that had a
+// crit header was accepted. A NumericDate is a JSON number (RFC 7519 §2), and a crit header names extensions the
+// recipient must understand or refuse the token (RFC 7515 §4.1.11); this service understands none.
+func TestTokensFollowTheRFCs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	later := time.Now().Add(time.Hour).Unix()
+	claims := func(extra map[string]any) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "tester@example.com", "org": b.org, "client_id": "test-client", "scope": catalog.ScopeDatasetsRead, "exp": later}
+		for k, v := range extra {
+			c[k] = v
+		}
+		return c
+	}
+	typed := httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: "tester@example.com", ExpiresAt: jwt.NewNumericDate(time.Unix(later, 0))},
+		Org:              b.org, ClientID: "test-client", Scope: catalog.ScopeDatasetsRead,
+	}
+	for _, tc := range []struct {
+		name   string
+		token  string
+		status int
+	}{
+		{"NumericExp", signed(t, claims(nil)), http.StatusOK},
+		{"FractionalExp", signed(t, claims(map[string]any{"exp": float64(later) + 0.5})), http.StatusOK},
+		{"ExpAsString", signed(t, claims(map[string]any{"exp": fmt.Sprint(later)})), http.StatusUnauthorized},
+		{"NbfAsString", signed(t, claims(map[string]any{"nbf": "0"})), http.StatusUnauthorized},
+		{"IatAsString", signed(t, claims(map[string]any{"iat": "0"})), http.StatusUnauthorized},
+		{"ExpNull", signed(t, claims(map[string]any{"exp": nil})), http.StatusUnauthorized},
+		{"CritHeader", signed(t, typed, "crit", []string{"exp"}), http.StatusUnauthorized},
+		{"CritExtension", signed(t, typed, "crit", []string{"b64"}, "b64", false), http.StatusUnauthorized},
+		{"EmptyCrit", signed(t, typed, "crit", []string{}), http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			resp := b.do(t, request{method: http.MethodGet, path: "/dataSets", headers: map[string]string{"Authorization": "Bearer " + tc.token}})
+			require.Equal(t, tc.status, resp.status, "body: %s", resp.body)
+			if tc.status == http.StatusUnauthorized {
+				require.Equal(t, "401013", resp.json(t)["error_code"])
+			}
+		})
+	}
 }

@@ -19,7 +19,16 @@ var codes = map[string]int{
 	catalog.EPRECONDITION: http.StatusPreconditionFailed,
 	catalog.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	catalog.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
+	catalog.EBUSY:         http.StatusTooManyRequests,
+	catalog.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	catalog.EINTERNAL:     http.StatusInternalServerError,
+}
+
+// retryAfter is the Retry-After (in seconds) of the errors a client should simply send again: an org's long
+// requests free a slot within about a second, and a database outage is given a few seconds to pass.
+var retryAfter = map[string]string{
+	catalog.EBUSY:        "1",
+	catalog.EUNAVAILABLE: "5",
 }
 
 // Problem is an RFC 7807 problem document. Type is a stable code of this service that clients can branch on;
@@ -47,6 +56,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		s.logger.ErrorContext(c.Request().Context(), "request failed",
 			slog.String("request_id", p.RequestID), slog.String("method", c.Request().Method),
 			slog.String("path", c.Path()), slog.Any("error", err))
+	}
+	if after, ok := retryAfter[catalog.ErrorCode(err)]; ok {
+		c.Response().Header().Set("Retry-After", after)
 	}
 	writeProblem(c, p)
 }

@@ -70,6 +70,8 @@ func setup(t testing.TB) *testBundle {
 		Preview: postgres.NewPreviewService(db, retention.Period{}),
 		NextRun: func(catalog.Store) *time.Time { t := testNextRun; return &t },
 		Ready:   db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.
+		LongRequestsPerOrg: 1000,
 		ChunkCommitted: func(n int) {
 			select {
 			case b.chunks <- n:

@@ -223,17 +223,15 @@ func isReadError(err error) bool {
 	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &syntax) && !errors.As(err, &typ)
 }
 
-// rowsPage is a page of rows in the HAL shape of Adobe's newer APIs.
-type rowsPage struct {
-	Embedded struct {
-		Rows []map[string]any `json:"rows"`
-	} `json:"_embedded"`
-	Links map[string]link `json:"_links"`
-}
-
+// link is a HAL link.
 type link struct {
 	Href string `json:"href"`
 }
+
+// maxRowsAnswer bounds the rows' JSON in one page of GET …/rows: a page stops before the row that would take it
+// past this, and links the next page, so a read of large rows costs a few MiB of memory instead of the limit times
+// the rows' size. A page always holds at least one row, which is at most 1 MiB as ingested.
+const maxRowsAnswer = 4 << 20
 
 func (s *Server) listRows(c echo.Context) error {
 	id, err := datasetID(c)
@@ -244,26 +242,25 @@ func (s *Server) listRows(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.rows.FindRows(c.Request().Context(), caller(c), id, f)
+	f.MaxBytes = maxRowsAnswer
+	found, err := s.rows.FindRows(c.Request().Context(), caller(c), id, f)
 	if err != nil {
 		return err
 	}
-	page := rowsPage{Links: map[string]link{"self": {Href: c.Request().URL.RequestURI()}}}
-	page.Embedded.Rows = make([]map[string]any, 0, len(rows))
-	for _, r := range rows {
-		doc, err := rowDocument(r)
-		if err != nil {
-			return err
-		}
-		page.Embedded.Rows = append(page.Embedded.Rows, doc)
-	}
-	if len(rows) == f.Limit {
+	rows := found.Rows
+	links := map[string]link{"self": {Href: c.Request().URL.RequestURI()}}
+	if len(rows) > 0 && (len(rows) == f.Limit || found.Cut) {
 		last := rows[len(rows)-1]
 		q := c.Request().URL.Query()
 		q.Set("cursor", encodeCursor(catalog.RowCursor{Timestamp: last.Timestamp, ID: last.ID}))
-		page.Links["next"] = link{Href: c.Request().URL.Path + "?" + q.Encode()}
+		links["next"] = link{Href: c.Request().URL.Path + "?" + q.Encode()}
 	}
-	return c.JSON(http.StatusOK, page)
+	var buf bytes.Buffer
+	if err := writeRowsPage(&buf, rows, links); err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(buf.Len()))
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
 }
 
 // rowDocument is a row as the API shows it: the event's own fields with the service's beside them.

@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -44,6 +45,13 @@ type Config struct {
 	// (postgres.TranslateError): a safety net under the services' own translation, so that a value the database
 	// refuses is a 400 and not a 500.
 	TranslateError func(error) error
+	// ReadTimeout is the longest a request body may go without a byte arriving (DefaultReadTimeout when zero).
+	ReadTimeout time.Duration
+	// WriteTimeout is the longest a client may take to accept an answer, or one page of a stream
+	// (DefaultWriteTimeout when zero).
+	WriteTimeout time.Duration
+	// LongRequestsPerOrg bounds each org's long requests in flight (DefaultLongRequestsPerOrg when zero).
+	LongRequestsPerOrg int
 }
 
 // Server is the HTTP API.
@@ -62,6 +70,9 @@ type Server struct {
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
+	longRequests   *orgLimiter
 }
 
 // New returns a Server with every route registered.
@@ -69,6 +80,8 @@ func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
+		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
+		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -78,7 +91,7 @@ func New(cfg Config) *Server {
 	e.HTTPErrorHandler = s.errorHandler
 	e.Pre(routeOnEscapedPath, dropUnsoundRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
-	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware)
+	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware, s.deadlines)
 
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
@@ -98,12 +111,12 @@ func (s *Server) routes(g *echo.Group) {
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
 		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
-		g.POST("/"+name+"/:id/rows", s.ingestRows, manage)
-		g.GET("/"+name+"/:id/rows", s.listRows, read)
+		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
+		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
-	g.GET("/ttl/:id/preview", s.previewTTL, read)
+	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)
 	g.GET("/retention/runs", s.listRuns, read)
 	g.GET("/retention/runs/:runId", s.getRun, read)
 	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))

@@ -45,6 +45,16 @@ type Config struct {
 	ReleaseInterval time.Duration
 	Sweep           retention.SweepConfig
 	Logger          *slog.Logger
+	// Requests, when set, serves the API's calls (StartRun, FindRun, FindRuns) with a pool and a store of their
+	// own, so that requests never take a connection of the pool the jobs work with. Unset, they share it.
+	Requests *Requests
+}
+
+// Requests are what the API's calls of a Service use instead of the jobs' pool and store: a pool on the same
+// database and a Store on that pool.
+type Requests struct {
+	Pool  *pgxpool.Pool
+	Store Store
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +132,10 @@ type Service struct {
 	client  *river.Client[pgx.Tx]
 	cfg     Config
 	metrics *Metrics
+
+	// apiStore and apiClient serve the API's calls: the jobs' own, or those of Config.Requests.
+	apiStore  Store
+	apiClient *river.Client[pgx.Tx]
 }
 
 var _ RunService = (*Service)(nil)
@@ -167,7 +181,14 @@ func New(pool *pgxpool.Pool, store Store, sweeper *retention.Sweeper, metrics *M
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	s.client = client
+	s.client, s.apiClient, s.apiStore = client, client, store
+	if r := cfg.Requests; r != nil {
+		// A client without queues or workers only inserts: a manual run is queued through the requests' pool.
+		if s.apiClient, err = river.NewClient(riverpgxv5.New(r.Pool), &river.Config{Logger: cfg.Logger}); err != nil {
+			return nil, fmt.Errorf("river client for requests: %w", err)
+		}
+		s.apiStore = r.Store
+	}
 	return s, nil
 }
 
@@ -213,7 +234,7 @@ func (s *Service) Tick(ctx context.Context, now time.Time) error {
 			s.cfg.Logger.InfoContext(ctx, "retention: slot waits for the previous run", slog.String("store", string(store)), slog.Time("slot", slot))
 			continue
 		}
-		if err := s.enqueueRun(ctx, id); err != nil {
+		if err := s.enqueueRun(ctx, s.client, id); err != nil {
 			return err
 		}
 		if created {
@@ -239,8 +260,8 @@ func (s *Service) grace(store catalog.Store) retention.Period {
 // uniqueByArgs keeps one queued or running job per run (or per run and dataset), whoever inserts it.
 var uniqueByArgs = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
 
-func (s *Service) enqueueRun(ctx context.Context, runID string) error {
-	if _, err := s.client.Insert(ctx, runArgs{RunID: runID}, uniqueByArgs); err != nil {
+func (s *Service) enqueueRun(ctx context.Context, client *river.Client[pgx.Tx], runID string) error {
+	if _, err := client.Insert(ctx, runArgs{RunID: runID}, uniqueByArgs); err != nil {
 		return fmt.Errorf("queue run %s: %w", runID, err)
 	}
 	return nil
@@ -251,24 +272,24 @@ func (s *Service) StartRun(ctx context.Context, c *catalog.Caller, req RunReques
 	if req.Store == "" {
 		req.Store = catalog.LakeHouse
 	}
-	id, err := s.store.CreateManualRun(ctx, c, req, s.grace(req.Store))
+	id, err := s.apiStore.CreateManualRun(ctx, c, req, s.grace(req.Store))
 	if err != nil {
 		return nil, err
 	}
-	if err := s.enqueueRun(ctx, id); err != nil {
+	if err := s.enqueueRun(ctx, s.apiClient, id); err != nil {
 		return nil, err
 	}
-	return s.store.FindRun(ctx, c, id)
+	return s.apiStore.FindRun(ctx, c, id)
 }
 
 // FindRun implements RunService.
 func (s *Service) FindRun(ctx context.Context, c *catalog.Caller, id string) (*Run, error) {
-	return s.store.FindRun(ctx, c, id)
+	return s.apiStore.FindRun(ctx, c, id)
 }
 
 // FindRuns implements RunService.
 func (s *Service) FindRuns(ctx context.Context, c *catalog.Caller, f RunFilter) ([]*Run, error) {
-	return s.store.FindRuns(ctx, c, f)
+	return s.apiStore.FindRuns(ctx, c, f)
 }
 
 // retryable reports whether a dataset job should be tried again rather than recorded as failed.

@@ -359,9 +359,9 @@ func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
 		yield(catalog.RowInput{ID: "during", Timestamp: now, Payload: []byte(`{}`)})
 	}, catalog.IngestOptions{})
 	require.NoError(t, err, "ingestion completes while the run is in progress")
-	rows, err := b.rows.FindRows(ctx, b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100})
+	page, err := b.rows.FindRows(ctx, b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100})
 	require.NoError(t, err, "reads complete while the run is in progress")
-	require.Len(t, rows, 3)
+	require.Len(t, page.Rows, 3)
 	_, err = b.datasets.FindDatasetByID(ctx, b.caller, id)
 	require.NoError(t, err)
 	close(block.released)
@@ -491,7 +491,7 @@ func TestRunMetrics(t *testing.T) {
 	require.EqualValues(t, 1, got["retention_runs_total"])
 	require.EqualValues(t, 1, got["retention_run_duration_seconds"], "one run observed")
 	require.EqualValues(t, 1, got["retention_run_datasets_total"])
-	require.Positive(t, got["retention_dataset_last_success_timestamp_seconds"])
+	require.Positive(t, got["retention_last_success_timestamp_seconds"])
 	require.EqualValues(t, 7, got["retention_datasets_overdue"])
 }
 

@@ -154,8 +154,8 @@ func (s *Service) fanOut(ctx context.Context, plan *Plan) error {
 			return err
 		}
 		now := s.store.Now()
-		for _, p := range fin.Parts {
-			s.metrics.datasetDone(p.DatasetID, plan.Sweep.Store, true, now)
+		for range fin.Parts {
+			s.metrics.datasetDone(plan.Sweep.Store, true, now)
 		}
 		s.logPartsDone(ctx, plan, fin.Parts)
 		s.metrics.runEnded(plan.Sweep.Store, fin.Run)
@@ -270,6 +270,6 @@ func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) e
 	}
 	s.metrics.runEnded(plan.Sweep.Store, fin.Run)
 	s.logPartsDone(ctx, plan, fin.Parts)
-	s.metrics.datasetDone(a.DatasetID, plan.Sweep.Store, err == nil, s.store.Now())
+	s.metrics.datasetDone(plan.Sweep.Store, err == nil, s.store.Now())
 	return nil
 }

@@ -111,27 +111,92 @@ func auditWhereAfter(c *catalog.Caller, q audit.Query, args []any) (string, []an
 // it, then the id, so that pages never overlap. The id runs against the time's direction, as in the indexes
 // (occurred_at DESC, id), so both -timestamp and +timestamp are one index scan.
 func auditOrder(q audit.Query) string {
-	var keys []string
+	keys := auditOrderKeys(q)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.col + " ASC"
+		if k.desc {
+			out[i] = k.col + " DESC"
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// auditOrderKey is one key of auditOrder: a column, its direction, and the value an event has in it.
+type auditOrderKey struct {
+	col   string
+	desc  bool
+	cast  string
+	value func(ev *audit.Event) any
+}
+
+// auditKeyValues gives each ordered column's cast and its value in an event.
+var auditKeyValues = map[string]struct {
+	cast  string
+	value func(ev *audit.Event) any
+}{
+	"occurred_at": {"timestamptz", func(ev *audit.Event) any { return ev.Timestamp }},
+	"action":      {"text", func(ev *audit.Event) any { return ev.Action }},
+	"asset_type":  {"text", func(ev *audit.Event) any { return ev.AssetType }},
+	"asset_id":    {"text", func(ev *audit.Event) any { return ev.AssetID }},
+	"asset_name":  {"text", func(ev *audit.Event) any { return ev.AssetName }},
+	"user_id":     {"text", func(ev *audit.Event) any { return ev.User }},
+	"status":      {"text", func(ev *audit.Event) any { return ev.Status }},
+	"request_id":  {"text", func(ev *audit.Event) any { return ev.RequestID }},
+	"id":          {"uuid", func(ev *audit.Event) any { return ev.ID }},
+}
+
+// auditOrderKeys are the keys of auditOrder, in order; the last is the id, so together they name one event.
+func auditOrderKeys(q audit.Query) []auditOrderKey {
+	var keys []auditOrderKey
+	add := func(col string, desc bool) {
+		kv := auditKeyValues[col]
+		keys = append(keys, auditOrderKey{col: col, desc: desc, cast: kv.cast, value: kv.value})
+	}
 	timeDesc, hasTime := true, false
 	for _, o := range q.OrderBy {
-		dir := " ASC"
-		if o.Desc {
-			dir = " DESC"
-		}
-		keys = append(keys, auditOrderColumns[o.Field]+dir)
+		add(auditOrderColumns[o.Field], o.Desc)
 		if o.Field == audit.FieldTimestamp {
 			timeDesc, hasTime = o.Desc, true
 		}
 	}
 	if !hasTime {
-		keys = append(keys, "occurred_at DESC")
+		add("occurred_at", true)
 	}
-	if timeDesc {
-		keys = append(keys, "id ASC")
-	} else {
-		keys = append(keys, "id DESC")
+	add("id", !timeDesc)
+	return keys
+}
+
+// auditAfter builds the keyset condition "after ev in the order of keys", numbering its parameters after those in
+// args, which it extends. The columns are all NOT NULL, so the comparisons are exact. The first key's bound comes
+// first on its own, so the index on it starts its scan at ev rather than filtering from the beginning.
+func auditAfter(keys []auditOrderKey, ev *audit.Event, args []any) (string, []any) {
+	params := make([]string, len(keys))
+	for i, k := range keys {
+		args = append(args, k.value(ev))
+		params[i] = "$" + strconv.Itoa(len(args)) + "::" + k.cast
 	}
-	return strings.Join(keys, ", ")
+	op := func(k auditOrderKey, strict bool) string {
+		switch {
+		case k.desc && strict:
+			return " < "
+		case k.desc:
+			return " <= "
+		case strict:
+			return " > "
+		}
+		return " >= "
+	}
+	var ors []string
+	for i, k := range keys {
+		terms := make([]string, 0, i+1)
+		for j := range i {
+			terms = append(terms, keys[j].col+" = "+params[j])
+		}
+		terms = append(terms, k.col+op(k, true)+params[i])
+		ors = append(ors, "("+strings.Join(terms, " AND ")+")")
+	}
+	return keys[0].col + op(keys[0], false) + params[0] + " AND (" + strings.Join(ors, " OR ") + ")", args
 }
 
 // maxCountSplit bounds the values of an any-of filter that auditCount splits into one count each.
@@ -184,7 +249,8 @@ var errCountOverBudget = errors.New("audit count over budget")
 // known without counting. Otherwise a count follows, stopping at audit.TotalCap, with CountBudget to finish; a
 // count that needs longer (a != filter that no index narrows) gives way to the planner's estimate, and the page
 // says so.
-func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audit.Query) (*audit.Page, error) {
+func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audit.Query) (_ *audit.Page, err error) {
+	defer outage(&err)
 	where, args := auditWhere(c, q)
 	n := len(args)
 	// The page's ids come first, from an index alone where the index carries every filtered column; only those
@@ -199,7 +265,7 @@ func (s *AuditService) FindEvents(ctx context.Context, c *catalog.Caller, q audi
 		budget = 25 * time.Millisecond
 	}
 	var page audit.Page
-	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		batch := &pgx.Batch{}
 		batch.Queue(`SET LOCAL plan_cache_mode = force_custom_plan`)
 		// Parallel workers take longer to start than a page or a capped count takes to read.
@@ -276,37 +342,61 @@ func isQueryCanceled(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "57014"
 }
 
-// ExportEvents implements audit.Service. Rows stream from Postgres as fn consumes them: pgx reads the result from
-// the connection row by row, and the socket's flow control holds the server back while the client is slow.
-func (s *AuditService) ExportEvents(ctx context.Context, c *catalog.Caller, q audit.Query, fn func(*audit.Event) error) error {
+// exportPageSize is how many events an export reads per query, about 0.5 MB. Each page is read with a pooled
+// connection that goes back to the pool before the page is handed on, so a client that stops reading its export
+// holds no connection: only this page, in memory.
+const exportPageSize = 500
+
+// exportThrough reads the org's newest seq when an export starts. An export is read in pages, one query each;
+// bounding every page by the seq the chain had at the start gives the export the contents of that moment, as one
+// query did: events appended meanwhile (seq is given under the chain's lock, in commit order) are not in it.
+const exportThrough = `SELECT COALESCE(max(seq), 0) FROM audit_events WHERE org_id = $1`
+
+// ExportEvents implements audit.Service. The events are read in pages of exportPageSize by keyset on the query's
+// order, each page in a query of its own.
+func (s *AuditService) ExportEvents(ctx context.Context, c *catalog.Caller, q audit.Query, fn func([]*audit.Event) error) (err error) {
+	defer outage(&err)
+	var through int64
+	if err := s.db.Pool.QueryRow(ctx, exportThrough, c.Org).Scan(&through); err != nil {
+		return fmt.Errorf("export audit events: %w", err)
+	}
 	where, args := auditWhere(c, q)
-	since := s.db.now().Add(-audit.ExportWindow)
-	args = append(args, since)
-	sql := fmt.Sprintf(`SELECT %s FROM audit_events WHERE %s AND occurred_at >= $%d ORDER BY %s`,
-		auditEventColumns, where, len(args), auditOrder(q))
-	rows, err := s.db.Pool.Query(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("export audit events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		ev, err := scanAuditEvent(rows)
+	args = append(args, s.db.now().Add(-audit.ExportWindow), through)
+	where += fmt.Sprintf(" AND occurred_at >= $%d AND seq <= $%d", len(args)-1, len(args))
+	keys, order := auditOrderKeys(q), auditOrder(q)
+	var last *audit.Event
+	for {
+		pageWhere, pageArgs := where, args
+		if last != nil {
+			var after string
+			after, pageArgs = auditAfter(keys, last, slices.Clone(args))
+			pageWhere += " AND " + after
+		}
+		sql := fmt.Sprintf(`SELECT %s FROM audit_events WHERE %s ORDER BY %s LIMIT %d`, auditEventColumns, pageWhere, order, exportPageSize)
+		rows, err := s.db.Pool.Query(ctx, sql, pageArgs...)
 		if err != nil {
+			return fmt.Errorf("export audit events: %w", err)
+		}
+		page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*audit.Event, error) { return scanAuditEvent(row) })
+		if err != nil {
+			return fmt.Errorf("export audit events: %w", err)
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		if err := fn(page); err != nil {
 			return err
 		}
-		if err := fn(ev); err != nil {
-			return err
+		if len(page) < exportPageSize {
+			return nil
 		}
+		last = page[len(page)-1]
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("export audit events: %w", err)
-	}
-	return nil
 }
 
 // scanAuditEvent reads one row of auditEventColumns. Details are decoded with json.Number, so numbers keep every
 // digit the hash covered.
-func scanAuditEvent(rows pgx.Rows) (*audit.Event, error) {
+func scanAuditEvent(rows pgx.Row) (*audit.Event, error) {
 	var ev audit.Event
 	var details []byte
 	if err := rows.Scan(&ev.ID, &ev.Org, &ev.Sandbox, &ev.Timestamp, &ev.RequestID, &ev.AssetType, &ev.AssetID,
@@ -326,14 +416,21 @@ func scanAuditEvent(rows pgx.Rows) (*audit.Event, error) {
 // long chain never ties a connection to one huge result.
 const verifyBatch = 10_000
 
-// VerifyChain implements audit.Service. It reads the head and the events in one repeatable-read snapshot, so
-// events appended during the walk neither show nor break it.
-func (s *AuditService) VerifyChain(ctx context.Context, c *catalog.Caller) (*audit.Verification, error) {
-	return s.Verify(ctx, c.Org)
+// VerifyChain implements audit.Service: it walks the caller's org's chain and reports for the caller's sandbox
+// (audit.Verifier.ScopeTo).
+func (s *AuditService) VerifyChain(ctx context.Context, c *catalog.Caller) (_ *audit.Verification, err error) {
+	defer outage(&err)
+	return s.verify(ctx, c.Org, c.Sandbox)
 }
 
-// Verify walks the chain of org; retentionctl and the API call it through VerifyChain.
+// Verify walks the chain of org and reports for the whole org, as only an operator may see it.
 func (s *AuditService) Verify(ctx context.Context, org string) (*audit.Verification, error) {
+	return s.verify(ctx, org, "")
+}
+
+// verify walks org's chain, reporting for sandbox when one is given. It reads the head and the events in one
+// repeatable-read snapshot, so events appended during the walk neither show nor break it.
+func (s *AuditService) verify(ctx context.Context, org, sandbox string) (*audit.Verification, error) {
 	var result *audit.Verification
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var head audit.ChainPoint
@@ -348,6 +445,9 @@ func (s *AuditService) Verify(ctx context.Context, org string) (*audit.Verificat
 			w = audit.NewVerifier(org, nil, anchor)
 		default:
 			return fmt.Errorf("read audit chain head of %s: %w", org, err)
+		}
+		if sandbox != "" {
+			w.ScopeTo(sandbox)
 		}
 		after := anchor.Seq
 		for {

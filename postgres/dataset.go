@@ -185,9 +185,10 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 }
 
 // FindDatasetByID implements catalog.DatasetService.
-func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, error) {
+func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Dataset, err error) {
+	defer outage(&err)
 	var ds *catalog.Dataset
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
 			return err
@@ -198,7 +199,8 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 }
 
 // FindDatasets implements catalog.DatasetService.
-func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f catalog.DatasetFilter) ([]*catalog.Dataset, error) {
+func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f catalog.DatasetFilter) (_ []*catalog.Dataset, err error) {
+	defer outage(&err)
 	query, args := datasetQuery(c, f)
 	rows, err := s.db.Pool.Query(ctx, query, args...)
 	if err != nil {
@@ -277,10 +279,11 @@ SET ttl_value = EXCLUDED.ttl_value, value_status = EXCLUDED.value_status, set_by
     updated_at = EXCLUDED.updated_at`
 
 // CreateDataset implements catalog.DatasetService.
-func (s *DatasetService) CreateDataset(ctx context.Context, c *catalog.Caller, create catalog.DatasetCreate) (*catalog.Dataset, error) {
+func (s *DatasetService) CreateDataset(ctx context.Context, c *catalog.Caller, create catalog.DatasetCreate) (_ *catalog.Dataset, err error) {
+	defer outage(&err)
 	now := s.db.now()
 	var ds *catalog.Dataset
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.inTx(ctx, func(tx pgx.Tx) error {
 		limits, err := findLimits(ctx, tx, c.Org)
 		if err != nil {
 			return err
@@ -353,7 +356,8 @@ func datasetEvent(c *catalog.Caller, ds *catalog.Dataset, action string, now tim
 const softDeleteDataset = `UPDATE datasets SET deleted_at = $2, updated_at = $2, updated_user = $3 WHERE id = $1`
 
 // DeleteDataset implements catalog.DatasetService.
-func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, id string) error {
+func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, id string) (err error) {
+	defer outage(&err)
 	now := s.db.now()
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, id, true)
@@ -376,10 +380,11 @@ WHERE id = $1`
 
 // PatchDataset implements catalog.DatasetService. The dataset row is locked for the transaction, so concurrent
 // patches of different fields apply one after the other and none is lost, whichever replica serves them.
-func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id string, p *catalog.Patch, ifMatch string) (*catalog.Dataset, error) {
+func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id string, p *catalog.Patch, ifMatch string) (_ *catalog.Dataset, err error) {
+	defer outage(&err)
 	now := s.db.now()
 	var next *catalog.Dataset
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.inTx(ctx, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, id, true)
 		if err != nil {
 			return err
@@ -436,9 +441,10 @@ func checkIfMatch(ds *catalog.Dataset, ifMatch string) error {
 }
 
 // TTLLimits implements catalog.DatasetService.
-func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (*catalog.Dataset, map[catalog.Store]catalog.Limits, error) {
+func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Dataset, _ map[catalog.Store]catalog.Limits, err error) {
+	defer outage(&err)
 	var ds *catalog.Dataset
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		ds, err = findDataset(ctx, tx, c, id, false) // no metrics: the limits answer does not show them
 		return err

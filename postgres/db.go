@@ -120,21 +120,43 @@ func (db *DB) bytesPerRow(ctx context.Context, partitions []string) (map[string]
 	return out, nil
 }
 
-// Open connects to the database at url. Sessions run in UTC, because period arithmetic on timestamptz follows the
-// session time zone and the expiry rule is defined in UTC, and without JIT unless the url asks for it.
+// Open connects to the database at url with one pool, sized by the url's pool_max_conns or defaultMaxConns: what
+// tools and tests need. Sessions run in UTC, because period arithmetic on timestamptz follows the session time zone
+// and the expiry rule is defined in UTC, and without JIT unless the url asks for it.
 func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
+	return OpenPool(ctx, url, logger, PoolOptions{})
+}
+
+// PoolOptions name and size one of several pools on the same database.
+type PoolOptions struct {
+	// Name is added to the sessions' application_name (retentiond-<name>), so pg_stat_activity tells the pools
+	// apart.
+	Name string
+	// MaxConns bounds the pool, overriding the url's pool_max_conns; zero keeps that, else defaultMaxConns.
+	MaxConns int32
+}
+
+// OpenPool is Open with a pool of its own name and size. The service opens one pool for API requests, one for jobs
+// and one for health checks, so that no amount of requests can take the connections the others need: a bulkhead
+// between them, where one shared pool let stalled requests starve retention runs and /readyz.
+func OpenPool(ctx context.Context, url string, logger *slog.Logger, opts PoolOptions) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
-	if !strings.Contains(url, "pool_max_conns") {
-		// pgxpool's default (the number of CPUs, at least 4) starves an API under concurrent load and River's
-		// workers share the pool; Postgres' default max_connections of 100 leaves room for a few replicas at 32.
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		// pgxpool's default (the number of CPUs, at least 4) starves an API under concurrent load.
 		cfg.MaxConns = defaultMaxConns
 	}
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retentiond"
+		if opts.Name != "" {
+			cfg.ConnConfig.RuntimeParams["application_name"] = "retentiond-" + opts.Name
+		}
 	}
 	if cfg.ConnConfig.RuntimeParams["jit"] == "" {
 		// Every statement here is short or works in batches; JIT compiling one whose estimate crossed
@@ -151,7 +173,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 	return &DB{Pool: pool, Logger: logger, Now: time.Now}, nil
 }
 
-// defaultMaxConns is the pool size when DATABASE_URL does not set pool_max_conns.
+// defaultMaxConns is the pool size of Open when DATABASE_URL does not set pool_max_conns.
 const defaultMaxConns = 32
 
 // Close closes the pool, waiting for acquired connections to be released.

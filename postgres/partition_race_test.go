@@ -157,7 +157,7 @@ func TestChunkPlacedAgainWhenARunDropsItsPartition(t *testing.T) {
 	require.Contains(t, b.partitionsOf(t, b.ds), "lake_rows_p202504")
 	rows, err := b.rows.FindRows(context.Background(), b.caller, b.ds, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, []string{"b", "keep"}, rowIDsOf(rows))
+	require.Equal(t, []string{"b", "keep"}, rowIDsOf(rows.Rows))
 	b.requireCountersExact(t)
 }
 
@@ -352,8 +352,8 @@ func TestRequestsBesideRunsThatDropPartitions(t *testing.T) {
 	t.Logf("%d runs dropped %d partitions beside %d chunks", runs.Load(), drops.Load(), chunks)
 	live, err := b.rows.FindRows(ctx, b.caller, ds, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100})
 	require.NoError(t, err)
-	require.Len(t, live, 10, "each live _id once")
-	for _, r := range live {
+	require.Len(t, live.Rows, 10, "each live _id once")
+	for _, r := range live.Rows {
 		require.JSONEq(t, fmt.Sprintf(`{"chunk":%d}`, chunks-1), string(r.Payload), "the last chunk's version of %s", r.ID)
 	}
 	b.requireCountersExact(t)

@@ -42,13 +42,14 @@ var _ jobs.PreviewService = (*PreviewService)(nil)
 // It reads in one snapshot taken after locking the store's parent table against detaching (ACCESS SHARE, which
 // only DDL waits for): a run cannot drop a partition between the counters and the rows read here, so the count is
 // that of one state of the store, and every partition the counters name is there to be read.
-func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (*jobs.Preview, error) {
+func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (_ *jobs.Preview, err error) {
+	defer outage(&err)
 	p := &jobs.Preview{At: s.db.now()}
 	q := previewQuestion{store: store, at: p.At}
 	if store == catalog.LakeHouse {
 		q.grace = s.LakeGrace
 	}
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// Before the first query, which takes the snapshot.
 		if _, err := tx.Exec(ctx, `LOCK TABLE ONLY `+storeTable(store)+` IN ACCESS SHARE MODE`); err != nil {
 			return fmt.Errorf("lock %s: %w", storeTable(store), err)

@@ -97,7 +97,8 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 }
 
 // Ingest implements catalog.RowService.
-func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID string, events iter.Seq[catalog.RawEvent], opts catalog.IngestOptions) (*catalog.IngestResult, error) {
+func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID string, events iter.Seq[catalog.RawEvent], opts catalog.IngestOptions) (_ *catalog.IngestResult, err error) {
+	defer outage(&err)
 	t, err := s.target(ctx, c, datasetID)
 	if err != nil {
 		return nil, err
@@ -535,10 +536,12 @@ func expiredInDataset(store catalog.Store, now string) string {
 }
 
 // FindRows implements catalog.RowService. It reads in one snapshot (repeatable read), so that the partitions the
-// counters name and the rows read agree: a partition made after the snapshot holds no row it can see.
-func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) ([]catalog.Row, error) {
-	var out []catalog.Row
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+// counters name and the rows read agree: a partition made after the snapshot holds no row it can see. A page
+// bounded by bytes is measured first (pageWithin) and then read, in the same snapshot, so both see the same rows.
+func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID string, f catalog.RowFilter) (_ *catalog.RowPage, err error) {
+	defer outage(&err)
+	out := &catalog.RowPage{}
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)
 		if err != nil {
 			return err
@@ -552,16 +555,29 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 		if err != nil || parts.none() {
 			return err
 		}
+		// Each query's text names the dataset's partitions, so it is sent unprepared rather than filling the
+		// statement cache.
 		query, args := rowQuery(datasetID, f, now, hiddenThrough, parts)
+		if f.MaxBytes > 0 {
+			if f.Limit, out.Cut, err = pageWithin(ctx, tx, query, append([]any{pgx.QueryExecModeExec}, args...), f.Limit, f.MaxBytes); err != nil {
+				return fmt.Errorf("measure rows of %s: %w", datasetID, err)
+			}
+			query, args = rowQuery(datasetID, f, now, hiddenThrough, parts)
+		}
 		rows, err := tx.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
 		if err != nil {
 			return fmt.Errorf("read rows of %s: %w", datasetID, err)
 		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
+		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
 			var r catalog.Row
 			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry)
 			return r, err
 		})
+		if err == nil && f.MaxBytes > 0 {
+			var cut bool
+			out.Rows, cut = withinBytes(out.Rows, f.MaxBytes)
+			out.Cut = out.Cut || cut
+		}
 		return err
 	})
 	return out, err
@@ -619,7 +635,8 @@ LIMIT ` + arg(f.Limit)
 }
 
 // DeleteRow implements catalog.RowService.
-func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID, rowID string) error {
+func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID, rowID string) (err error) {
+	defer outage(&err)
 	now := s.db.now()
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		ds, err := findDataset(ctx, tx, c, datasetID, false)

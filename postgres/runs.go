@@ -90,14 +90,15 @@ ORDER BY created_at LIMIT 1`
 
 // CreateManualRun creates a manual run in the caller's scope, refusing with ECONFLICT when a run in progress already
 // covers any of the same datasets.
-func (s *RunStore) CreateManualRun(ctx context.Context, c *catalog.Caller, req jobs.RunRequest, grace retention.Period) (string, error) {
+func (s *RunStore) CreateManualRun(ctx context.Context, c *catalog.Caller, req jobs.RunRequest, grace retention.Period) (_ string, err error) {
+	defer outage(&err)
 	now := s.db.now()
 	id := uuid.NewString()
 	var ids any
 	if len(req.DatasetIDs) > 0 {
 		ids = req.DatasetIDs
 	}
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.inTx(ctx, func(tx pgx.Tx) error {
 		// Serialize run creation, so two requests at once cannot both see no run in progress.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7436500003)`); err != nil {
 			return err

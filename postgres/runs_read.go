@@ -32,7 +32,8 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 }
 
 // FindRun implements jobs.Store.
-func (s *RunStore) FindRun(ctx context.Context, c *catalog.Caller, id string) (*jobs.Run, error) {
+func (s *RunStore) FindRun(ctx context.Context, c *catalog.Caller, id string) (_ *jobs.Run, err error) {
+	defer outage(&err)
 	if !isUUID(id) {
 		return nil, catalog.Invalid("invalid-run-id", "runId", "run id %q must be a UUID", id)
 	}
@@ -48,7 +49,8 @@ func (s *RunStore) FindRun(ctx context.Context, c *catalog.Caller, id string) (*
 }
 
 // FindRuns implements jobs.Store.
-func (s *RunStore) FindRuns(ctx context.Context, c *catalog.Caller, f jobs.RunFilter) ([]*jobs.Run, error) {
+func (s *RunStore) FindRuns(ctx context.Context, c *catalog.Caller, f jobs.RunFilter) (_ []*jobs.Run, err error) {
+	defer outage(&err)
 	rows, err := s.db.Pool.Query(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope+`
 		ORDER BY r.created_at DESC, r.id LIMIT $3 OFFSET $4`, c.Org, c.Sandbox, f.Limit, f.Offset)
 	if err != nil {

@@ -247,9 +247,9 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 
 			var visible []string
 			for _, id := range ids[:3] {
-				rows, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100000})
+				page, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100000})
 				require.NoError(t, err)
-				for _, r := range rows {
+				for _, r := range page.Rows {
 					visible = append(visible, id+"/"+r.ID)
 				}
 			}

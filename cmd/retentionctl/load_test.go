@@ -118,7 +118,7 @@ func TestLoadFiles(t *testing.T) {
 		got, err := b.rows.FindRows(context.Background(), &catalog.Caller{Org: "O", Sandbox: catalog.DefaultSandbox}, ds.ID,
 			catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10})
 		require.NoError(t, err)
-		require.Len(t, got, 3)
+		require.Len(t, got.Rows, 3)
 		// -ingested-at is the default: a row's own _ingestedAt wins.
 		require.Equal(t, map[string]time.Time{
 			"1": time.Date(2026, 11, 20, 7, 0, 0, 0, time.UTC),

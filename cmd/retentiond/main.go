@@ -134,16 +134,17 @@ func startDevCluster(ctx context.Context, getenv config.Getenv, logger *slog.Log
 }
 
 func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout io.Writer, dev *pgcluster.Dev) error {
-	db, err := postgres.Open(ctx, cfg.DatabaseURL, logger)
+	pools, err := openPools(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	applied, err := postgres.MigrateUp(ctx, db.Pool)
+	defer pools.close()
+	db, jobsDB := pools.requests, pools.jobs
+	applied, err := postgres.MigrateUp(ctx, jobsDB.Pool)
 	if err != nil {
 		return err
 	}
-	if err := jobs.Migrate(ctx, db.Pool); err != nil {
+	if err := jobs.Migrate(ctx, jobsDB.Pool); err != nil {
 		return err
 	}
 	logger.Info("migrations applied", slog.Int("count", applied))
@@ -151,9 +152,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	datasets := postgres.NewDatasetService(db)
 	rows := postgres.NewRowService(db, 0)
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		pgxpoolprometheus.NewCollector(db.Pool, map[string]string{"db_name": db.Pool.Config().ConnConfig.Database}))
-	runs, schedules, err := newJobs(cfg, db, registry, logger)
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for name, p := range map[string]*postgres.DB{"requests": db, "jobs": jobsDB, "health": pools.health} {
+		registry.MustRegister(pgxpoolprometheus.NewCollector(p.Pool, map[string]string{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
+	}
+	runs, schedules, err := newJobs(cfg, pools, registry, logger)
 	if err != nil {
 		return err
 	}
@@ -166,15 +169,14 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err := runs.Start(ctx); err != nil {
 		return err
 	}
-	auditLog := postgres.NewAuditService(db)
 	if cfg.Scheduler {
 		// The audit log's own retention, daily on every scheduler replica: each pass is idempotent and purges an org
-		// under its chain lock. It stops before the pool closes.
+		// under its chain lock. It is a job: it works with the jobs' pool, and stops before the pools close.
 		auditCtx, stopAudit := context.WithCancel(ctx)
 		auditDone := make(chan struct{})
 		go func() {
 			defer close(auditDone)
-			(&audit.Retention{Purger: auditLog, Keep: cfg.AuditKeep, Now: db.Now, Logger: logger}).Run(auditCtx)
+			(&audit.Retention{Purger: postgres.NewAuditService(jobsDB), Keep: cfg.AuditKeep, Now: jobsDB.Now, Logger: logger}).Run(auditCtx)
 		}()
 		defer func() { stopAudit(); <-auditDone }()
 	}
@@ -196,9 +198,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: auditLog, Auth: auth, Logger: logger, Ready: db.Ready, Registry: registry,
+		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
+		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		TranslateError: postgres.TranslateError,
+		ReadTimeout:    cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, LongRequestsPerOrg: cfg.LongRequestsPerOrg,
 	})
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -214,9 +218,42 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	return listen(ctx, cfg, ln, api, logger)
 }
 
-// newJobs builds the retention scheduler and workers. With RETENTIOND_SCHEDULER=false this replica only queues
-// manual runs for the others.
-func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, jobs.Schedules, error) {
+// dbPools are the replica's bulkheads on the database: requests, jobs and health checks each have a pool of their
+// own, so that no amount of requests, stalled or not, can take a connection a retention run or /readyz needs.
+type dbPools struct {
+	requests, jobs, health *postgres.DB
+}
+
+func openPools(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*dbPools, error) {
+	p := &dbPools{}
+	for _, o := range []struct {
+		dst  **postgres.DB
+		name string
+		size int
+	}{{&p.requests, "requests", cfg.RequestConns}, {&p.jobs, "jobs", cfg.JobConns}, {&p.health, "health", cfg.HealthConns}} {
+		db, err := postgres.OpenPool(ctx, cfg.DatabaseURL, logger, postgres.PoolOptions{Name: o.name, MaxConns: int32(o.size)}) //nolint:gosec // G115: the size is validated to at most 1000
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		*o.dst = db
+	}
+	return p, nil
+}
+
+// close closes the pools that are open.
+func (p *dbPools) close() {
+	for _, db := range []*postgres.DB{p.requests, p.jobs, p.health} {
+		if db != nil {
+			db.Close()
+		}
+	}
+}
+
+// newJobs builds the retention scheduler and workers on the jobs' pool; the API's calls of it (manual runs, run
+// history) and the overdue gauge, read at every scrape of /metrics, use the requests' pool. With
+// RETENTIOND_SCHEDULER=false this replica only queues manual runs for the others.
+func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, jobs.Schedules, error) {
 	schedules := jobs.Schedules{}
 	for store, spec := range map[catalog.Store]string{catalog.LakeHouse: cfg.LakeSchedule, catalog.Profile: cfg.ProfileSchedule} {
 		sched, err := jobs.ParseSchedule(spec)
@@ -225,23 +262,24 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 		}
 		schedules[store] = sched
 	}
-	store := postgres.NewRunStore(db)
+	requestStore := postgres.NewRunStore(pools.requests)
 	lake := schedules[catalog.LakeHouse]
 	metrics := jobs.NewMetrics(reg, func() float64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		// Overdue: no successful run for two periods of the schedule.
 		now := time.Now()
-		n, err := store.Overdue(ctx, catalog.LakeHouse, now.Add(-2*lake.Period(now)))
+		n, err := requestStore.Overdue(ctx, catalog.LakeHouse, now.Add(-2*lake.Period(now)))
 		if err != nil {
 			logger.Warn("overdue gauge", slog.Any("error", err))
 		}
 		return float64(n)
 	})
-	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(db), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}}
-	svc, err := jobs.New(db.Pool, store, sweeper, metrics, jobs.Config{
+	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(pools.jobs), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}}
+	svc, err := jobs.New(pools.jobs.Pool, postgres.NewRunStore(pools.jobs), sweeper, metrics, jobs.Config{
 		Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Work: cfg.Scheduler, Logger: logger,
 		JobTimeout: cfg.JobTimeout, RescueAfter: cfg.RescueAfter,
+		Requests: &jobs.Requests{Pool: pools.requests.Pool, Store: requestStore},
 	})
 	return svc, schedules, err
 }
@@ -249,7 +287,9 @@ func newJobs(cfg *config.Config, db *postgres.DB, reg prometheus.Registerer, log
 // listen serves on ln until ctx ends, then stops accepting requests and lets in-flight ones finish within the
 // shutdown timeout before the deferred pool close.
 func listen(ctx context.Context, cfg *config.Config, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// No whole-request ReadTimeout or WriteTimeout: they would cut a 100 MiB ingestion or a long export in the
+	// middle. The handler bounds each read of a body and each write of an answer instead (httpapi.Config).
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("listening", slog.String("addr", ln.Addr().String()))

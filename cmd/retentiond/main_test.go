@@ -61,6 +61,7 @@ func freeAddr(t *testing.T) string {
 // server is a running retentiond.
 type server struct {
 	base           string
+	dbURL          string
 	org            string
 	stdout, stderr *lockedBuffer
 	cancel         context.CancelFunc
@@ -68,6 +69,13 @@ type server struct {
 }
 
 func start(t *testing.T) *server {
+	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with more variables, or others' values; a DATABASE_URL in extra is taken as query
+// parameters to add to the test database's URL.
+func startWith(t *testing.T, extra map[string]string) *server {
 	t.Helper()
 	addr := freeAddr(t)
 	// The test server trusts local connections, so a password in the URL is ignored by Postgres but still lets
@@ -80,9 +88,18 @@ func start(t *testing.T) *server {
 		"AUTH_HS256_SECRET": testSecret,
 		"SHUTDOWN_TIMEOUT":  "5s",
 	}
+	plainURL := env["DATABASE_URL"]
+	for name, value := range extra {
+		if name == "DATABASE_URL" {
+			dbURL.RawQuery += "&" + value
+			env[name] = dbURL.String()
+			continue
+		}
+		env[name] = value
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{
-		base: "http://" + addr, org: "ACME00000000000000000099@AdobeOrg",
+		base: "http://" + addr, dbURL: plainURL, org: "ACME00000000000000000099@AdobeOrg",
 		stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, cancel: cancel, done: make(chan error, 1),
 	}
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/retention"
 )
@@ -48,6 +49,20 @@ type Config struct {
 	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
 	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
 	AuditKeep retention.Period `json:"audit_keep"`
+
+	// Bulkheads. Each replica opens three pools on the database, so that requests can never take the connections
+	// jobs and health checks need (see README, Limits); the defaults sum to 28, so three replicas stay well within
+	// PostgreSQL's default max_connections of 100.
+	RequestConns int `json:"database_pool_requests"`
+	JobConns     int `json:"database_pool_jobs"`
+	HealthConns  int `json:"database_pool_health"`
+	// HTTPReadTimeout is the longest a request body may go without a byte; HTTPWriteTimeout the longest a client may
+	// take to accept an answer or a page of a stream.
+	HTTPReadTimeout  time.Duration `json:"http_read_timeout"`
+	HTTPWriteTimeout time.Duration `json:"http_write_timeout"`
+	// LongRequestsPerOrg bounds each org's long requests (exports, verification, ingestion, previews, row reads)
+	// in flight on one replica.
+	LongRequestsPerOrg int `json:"long_requests_per_org"`
 }
 
 // LogValue implements slog.LogValuer: the configuration as retentiond logs it at start, a group of the fields with
@@ -65,6 +80,13 @@ func (c *Config) LogValue() slog.Value {
 	}
 	return slog.GroupValue(attrs...)
 }
+
+// Defaults of the bulkheads.
+const (
+	DefaultRequestConns = 16
+	DefaultJobConns     = 10
+	DefaultHealthConns  = 2
+)
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.
 type Getenv func(string) string
@@ -118,11 +140,32 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	if err == nil && cfg.RescueAfter <= cfg.JobTimeout {
 		add(errors.New("RETENTION_RESCUE_AFTER must be longer than RETENTION_JOB_TIMEOUT, so a live job is never taken for a stuck one"))
 	}
+	add(cfg.loadBulkheads(getenv))
 	add(cfg.validate())
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// loadBulkheads reads the pools' sizes, the HTTP timeouts and the per-org limit.
+func (c *Config) loadBulkheads(getenv Getenv) error {
+	var errs []error
+	var err error
+	c.RequestConns, err = parseInt("DATABASE_POOL_REQUESTS", getenv("DATABASE_POOL_REQUESTS"), DefaultRequestConns, 2, 1000)
+	errs = append(errs, err)
+	// River holds one connection to listen for new jobs, and a run works on RETENTION_SWEEP_WORKERS at once.
+	c.JobConns, err = parseInt("DATABASE_POOL_JOBS", getenv("DATABASE_POOL_JOBS"), DefaultJobConns, 4, 1000)
+	errs = append(errs, err)
+	c.HealthConns, err = parseInt("DATABASE_POOL_HEALTH", getenv("DATABASE_POOL_HEALTH"), DefaultHealthConns, 1, 100)
+	errs = append(errs, err)
+	c.HTTPReadTimeout, err = parseDuration("HTTP_READ_TIMEOUT", getenv("HTTP_READ_TIMEOUT"), httpapi.DefaultReadTimeout)
+	errs = append(errs, err)
+	c.HTTPWriteTimeout, err = parseDuration("HTTP_WRITE_TIMEOUT", getenv("HTTP_WRITE_TIMEOUT"), httpapi.DefaultWriteTimeout)
+	errs = append(errs, err)
+	c.LongRequestsPerOrg, err = parseInt("LONG_REQUESTS_PER_ORG", getenv("LONG_REQUESTS_PER_ORG"), httpapi.DefaultLongRequestsPerOrg, 1, 1000)
+	errs = append(errs, err)
+	return errors.Join(errs...)
 }
 
 func (c *Config) validate() error {

@@ -101,8 +101,9 @@ func TestLoad(t *testing.T) {
 		}
 		require.NotNil(t, web)
 		c := &catalog.Caller{Org: Orgs[0], Sandbox: catalog.DefaultSandbox}
-		rows, err := postgres.NewRowService(db, 0).FindRows(ctx, c, web.ID, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 5})
+		page, err := postgres.NewRowService(db, 0).FindRows(ctx, c, web.ID, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 5})
 		require.NoError(t, err)
+		rows := page.Rows
 		require.NotEmpty(t, rows, "the rows of the last year are within the default TTL")
 		require.JSONEq(t, `{"page":"","userId":"","durationMs":0}`, blank(t, rows[0].Payload))
 	})
