@@ -140,7 +140,7 @@ func (s *service) peakRSS(t *testing.T) int64 {
 	return 0
 }
 
-// tenant is a caller of one org and sandbox with a token of the given scopes.
+// tenant is a caller of one org and sandbox with a token of every scope.
 type tenant struct {
 	svc     *service
 	Org     string
@@ -152,15 +152,12 @@ type tenant struct {
 // allScopes are every scope a dataset owner has.
 var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}
 
-// tenant returns a caller of org in sandbox prod, with scopes (every scope when none are given).
-func (s *service) tenant(t *testing.T, org string, scopes ...string) *tenant {
+// tenant returns a caller of org in sandbox prod with every scope.
+func (s *service) tenant(t *testing.T, org string) *tenant {
 	t.Helper()
-	if len(scopes) == 0 {
-		scopes = allScopes
-	}
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "user@" + org, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
-		Org:              org, ClientID: "hostile-suite", Scope: strings.Join(scopes, " "),
+		Org:              org, ClientID: "hostile-suite", Scope: strings.Join(allScopes, " "),
 	})
 	require.NoError(t, err)
 	return &tenant{svc: s, Org: org, Sandbox: "prod", token: token, client: &http.Client{Timeout: 60 * time.Second}}
