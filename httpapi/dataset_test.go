@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -303,6 +304,21 @@ func TestHealthAndMetrics(t *testing.T) {
 	resp := b.do(t, request{method: http.MethodGet, path: "/metrics"})
 	require.Equal(t, http.StatusOK, resp.status)
 	require.Contains(t, string(resp.body), `retention_http_requests_total{method="POST",route="/dataSets",status="201"} 1`)
+}
+
+// TestMetricsBoundTheMethodLabel: a client may send any token as its method, even unauthenticated; each would have
+// been a series of its own for as long as the process lives.
+func TestMetricsBoundTheMethodLabel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range 3 {
+		resp := b.do(t, request{method: fmt.Sprintf("HOSTILE%d", i), path: "/dataSets", headers: map[string]string{"Authorization": ""}})
+		require.Less(t, resp.status, http.StatusInternalServerError)
+	}
+	resp := b.do(t, request{method: http.MethodGet, path: "/metrics"})
+	require.Equal(t, http.StatusOK, resp.status)
+	require.NotContains(t, string(resp.body), "HOSTILE")
+	require.Regexp(t, `retention_http_requests_total\{method="other",[^}]*\} 3`, string(resp.body))
 }
 
 func TestRequestID(t *testing.T) {

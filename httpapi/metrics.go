@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -42,11 +43,26 @@ func (m *httpMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		labels := prometheus.Labels{"route": route, "method": c.Request().Method, "status": strconv.Itoa(c.Response().Status)}
+		labels := prometheus.Labels{"route": route, "method": methodLabel(c.Request().Method), "status": strconv.Itoa(c.Response().Status)}
 		m.requests.With(labels).Inc()
 		m.duration.With(labels).Observe(time.Since(start).Seconds())
 		return nil
 	}
+}
+
+// knownMethods are the methods a metric names; a client may send any token as its method, before authentication,
+// so each other one would add a series that lives as long as the process.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
+	http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// methodLabel is the method as a metric label: one of knownMethods, or "other".
+func methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return "other"
 }
 
 // newRequestID generates the id of a request that arrives without an x-request-id.

@@ -358,3 +358,35 @@ func TestRequestsBesideRunsThatDropPartitions(t *testing.T) {
 	}
 	b.requireCountersExact(t)
 }
+
+// TestChunkFollowsASettingChangedBeforeItIsWritten: a TTL lengthened between a chunk's placement and its
+// transaction governs the chunk's rows, as it governs every row ingested after it. Placed under the old TTL, the
+// rows were judged by it, and a run dropped them before their expiry under the new one.
+func TestChunkFollowsASettingChangedBeforeItIsWritten(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ds := b.newDataset(t, "lengthened")
+	b.setTTL(t, ds, "P1M")
+	var once sync.Once
+	b.db.OnChunkTx(func([]string) {
+		once.Do(func() {
+			b.now = b.now.Add(time.Hour)
+			b.setTTL(t, ds, "P12M")
+		})
+	})
+	b.ingestLines(t, ds, `{"timestamp":"2024-12-20T00:00:00Z","_id":"a"}`)
+
+	var stored, current int64
+	ctx := context.Background()
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT setting_id FROM lake_rows WHERE dataset_id = $1 AND row_id = 'a'`, ds).Scan(&stored))
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT id FROM ttl_settings
+		WHERE dataset_id = $1 AND store = 'adobe_lakeHouse' AND effective_until IS NULL`, ds).Scan(&current))
+	require.Equal(t, current, stored, "the row is stored under the setting in force when it was written")
+
+	b.now = time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC) // past 2025-01-20 (P1M), before 2025-12-20 (P12M)
+	removed := b.sweep(t, "00000000-0000-0000-0000-0000000000f9", retention.Period{}, true)
+	require.Zero(t, removed[ds], "a row whose TTL was lengthened before it was written is not deleted early")
+	var left int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM lake_rows WHERE dataset_id = $1`, ds).Scan(&left))
+	require.Equal(t, 1, left)
+}

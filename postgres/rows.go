@@ -46,6 +46,7 @@ type currentSetting struct {
 
 // ingestTarget is what an ingestion writes to: the dataset, its stores and their current settings.
 type ingestTarget struct {
+	caller   *catalog.Caller // whose ingestion it is, to read the target again (refresh)
 	ds       *catalog.Dataset
 	limits   catalog.Limits
 	settings map[catalog.Store]currentSetting // the stores the rows go to
@@ -55,7 +56,7 @@ const selectCurrentSettings = `
 SELECT store, id FROM ttl_settings WHERE dataset_id = $1 AND effective_until IS NULL`
 
 func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID string) (*ingestTarget, error) {
-	t := &ingestTarget{settings: map[catalog.Store]currentSetting{}}
+	t := &ingestTarget{caller: c, settings: map[catalog.Store]currentSetting{}}
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
 		if t.ds, err = findDataset(ctx, tx, c, datasetID, false); err != nil {
@@ -197,7 +198,8 @@ func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 // finds its partitions gone this many times in a row is facing a bug, not a race.
 const chunkAttempts = 5
 
-// writeChunk stores one chunk in one transaction, in the partitions placeChunk chose.
+// writeChunk stores one chunk in one transaction, in the partitions placeChunk chose, under the settings in force
+// when the transaction writes it.
 func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) error {
 	chunk = lastPerID(chunk)
 	var err error
@@ -215,12 +217,59 @@ func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []ca
 			s.db.hooks.beforeChunkTx(slices.Sorted(maps.Keys(groups)))
 		}
 		err = s.db.inTx(ctx, func(tx pgx.Tx) error { return s.db.copyChunk(ctx, tx, t, chunk, groups, now) })
+		if errors.Is(err, errSettingsChanged) {
+			// Rows ingested after a change follow only the new setting: read it, and place the chunk under it.
+			if err = s.refresh(ctx, t); err != nil {
+				break
+			}
+			// The chunk is stored after the change, so it is ingested after it too.
+			now, err = s.db.now(), errSettingsChanged
+			continue
+		}
 		if !isUndefinedTable(err) {
 			break
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
+	}
+	return nil
+}
+
+// refresh reads the target again, for the rest of the ingestion: a PATCH changed its settings meanwhile.
+func (s *RowService) refresh(ctx context.Context, t *ingestTarget) error {
+	fresh, err := s.target(ctx, t.caller, t.ds.ID)
+	if err != nil {
+		return err
+	}
+	*t = *fresh
+	return nil
+}
+
+// errSettingsChanged says that a PATCH changed the dataset's TTL settings after the chunk was placed under them.
+var errSettingsChanged = errors.New("the dataset's TTL settings changed since the chunk was placed")
+
+// settingsStillCurrent checks, in the chunk's transaction and under its lock on the dataset row (which a PATCH's
+// FOR UPDATE conflicts with), that the settings the chunk was placed under are still in force. A row stored under
+// a setting that ended before it arrived would be judged by that setting: a run could delete it before its expiry
+// under the setting in force when it was ingested.
+func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error {
+	rows, err := tx.Query(ctx, selectCurrentSettings, t.ds.ID)
+	if err != nil {
+		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
+	}
+	current, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Store string
+		ID    int64
+	}])
+	if err != nil {
+		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
+	}
+	for _, c := range current {
+		// A record dataset's rows carry no setting (id 0): they never expire, whatever its settings say.
+		if placed, ok := t.settings[catalog.Store(c.Store)]; ok && placed.id != 0 && placed.id != c.ID {
+			return errSettingsChanged
+		}
 	}
 	return nil
 }
@@ -349,7 +398,8 @@ func errDeletedWhileIngesting(id string) error {
 // parents of the stores it writes to or deletes from, then its partitions. A partition a run dropped since the
 // chunk was placed fails the lock (42P01) before anything is written; once they are locked, no run can drop a
 // partition under the chunk (a drop waits at most its lock timeout, and checks the counters again afterwards,
-// which then count this chunk's rows). Then it checks that its dataset is still live (datasetLiveSQL).
+// which then count this chunk's rows). Then it checks that its dataset is still live (datasetLiveSQL) and that the
+// settings it was placed under are still in force (settingsStillCurrent).
 func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
 	names := slices.Sorted(maps.Keys(groups))
 	stores := slices.Collect(maps.Keys(t.settings))
@@ -365,6 +415,9 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 	}
 	if !live {
 		return errDeletedWhileIngesting(t.ds.ID)
+	}
+	if err := settingsStillCurrent(ctx, tx, t); err != nil {
+		return err
 	}
 	if _, err := tx.Exec(ctx, datasetLockSQL, t.ds.ID); err != nil {
 		return err
