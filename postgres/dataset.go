@@ -172,7 +172,7 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 		parts = append(parts, sh.partition)
 	}
 	slices.Sort(parts)
-	perRow, err := db.bytesPerRow(ctx, slices.Compact(parts))
+	perRow, err := db.bytesPerRow(ctx, q, slices.Compact(parts))
 	if err != nil {
 		return err
 	}

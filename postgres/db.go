@@ -71,8 +71,9 @@ FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name
 WHERE p.name = ANY($1) GROUP BY p.name`
 
 // bytesPerRow returns the named lake partitions' sizes on disk divided by their rows, each measured at most once a
-// minute.
-func (db *DB) bytesPerRow(ctx context.Context, partitions []string) (map[string]float64, error) {
+// minute. It measures on q, the caller's connection: a request that held one connection and waited for a second
+// could, with as many such requests as the pool has connections, wait on the pool for ever.
+func (db *DB) bytesPerRow(ctx context.Context, q querier, partitions []string) (map[string]float64, error) {
 	out := make(map[string]float64, len(partitions))
 	var stale []string
 	db.sizesMu.Lock()
@@ -87,7 +88,7 @@ func (db *DB) bytesPerRow(ctx context.Context, partitions []string) (map[string]
 	if len(stale) == 0 {
 		return out, nil
 	}
-	rows, err := db.Pool.Query(ctx, partitionSizes, stale)
+	rows, err := q.Query(ctx, partitionSizes, stale)
 	if err != nil {
 		return nil, fmt.Errorf("measure partitions: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -389,4 +390,31 @@ func TestChunkFollowsASettingChangedBeforeItIsWritten(t *testing.T) {
 	var left int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM lake_rows WHERE dataset_id = $1`, ds).Scan(&left))
 	require.Equal(t, 1, left)
+}
+
+// TestDatasetMetricsNeedOneConnection: a dataset's GET measured its partitions on a second connection while its
+// transaction held the first, so as many concurrent GETs as the pool has connections waited on the pool for ever
+// (seen with 16 readers on the requests' pool of 16). With a pool of one, the GET must answer.
+func TestDatasetMetricsNeedOneConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := postgres.OpenPool(ctx, testdb.New(t), nil, postgres.PoolOptions{Name: "one", MaxConns: 1})
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	c := &catalog.Caller{User: "t", ClientID: "t", Org: "ONE@AdobeOrg", Sandbox: "prod", RequestID: "r"}
+	datasets := postgres.NewDatasetService(db)
+	ds, err := datasets.CreateDataset(ctx, c, catalog.DatasetCreate{Name: "one",
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	res, err := postgres.NewRowService(db, 0).Ingest(ctx, c, ds.ID,
+		rawEvents(`{"timestamp":"`+time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)+`"}`), catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Accepted)
+
+	within, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got, err := datasets.FindDatasetByID(within, c, ds.ID)
+	require.NoError(t, err, "the GET must not wait for a second connection")
+	require.EqualValues(t, 1, got.Metrics.RowCount)
+	require.Positive(t, got.Metrics.StorageSize)
 }
