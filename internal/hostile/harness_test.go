@@ -266,10 +266,11 @@ func (v *victim) readLatency(t *testing.T, n int) time.Duration {
 	return took[n/2]
 }
 
-// noise is how far the victim's median read may move and still count as unchanged: twice the baseline plus 25 ms,
-// which absorbs a 2-core machine's scheduling jitter yet fails an attack that costs a read a table scan per
-// partition or a wait for a pooled connection.
-func (v *victim) noise() time.Duration { return 2*v.baseline + 25*time.Millisecond }
+// noise is how far the victim's median read may move and still count as unchanged: three times the baseline plus
+// 50 ms. On 2 cores shared with the rest of `make test` (and, in the slow-machine check, a CPU hog) the median moved
+// 25 -> 88 ms with no attack to blame; every harm this suite guards against was far larger (a read 1.6 -> 160 ms
+// beside big pages, 4 ms -> 124 s beside a partition flood, 35 s timeouts beside stalled exports).
+func (v *victim) noise() time.Duration { return 3*v.baseline + 50*time.Millisecond }
 
 // requireUnharmed fails the test unless checkUnharmed finds the victim unharmed.
 func (v *victim) requireUnharmed(t *testing.T) {
