@@ -245,3 +245,27 @@ func settled(doc map[string]any) map[string]any {
 	}
 	return doc
 }
+
+// streamIngest posts an NDJSON body written through the returned pipe; the answer arrives on the channel.
+func (b *testBundle) streamIngest(t *testing.T, id string) (*io.PipeWriter, <-chan *response) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan *response, 1)
+	go func() {
+		defer pr.Close() // unblocks writes the server will never read
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/dataSets/"+id+"/rows", pr)
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("Authorization", "Bearer "+b.token)
+		req.Header.Set("x-api-key", "k")
+		req.Header.Set("x-gw-ims-org-id", b.org)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- &response{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		done <- &response{status: resp.StatusCode, header: resp.Header, body: body}
+	}()
+	return pw, done
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"net/http/httptest"
@@ -365,30 +364,6 @@ func TestIngestionRefusesBadLinesAlone(t *testing.T) {
 	require.Contains(t, reasons[92], `_id holds \ud800`)
 	require.Contains(t, reasons[93], "U+0000")
 	require.Equal(t, lines-len(bad), b.storedRows(t, id), "every good line is stored, and only those")
-}
-
-// streamIngest posts an NDJSON body written through the returned pipe; the answer arrives on the channel.
-func (b *testBundle) streamIngest(t *testing.T, id string) (*io.PipeWriter, <-chan *response) {
-	t.Helper()
-	pr, pw := io.Pipe()
-	done := make(chan *response, 1)
-	go func() {
-		defer pr.Close() // unblocks writes the server will never read
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/dataSets/"+id+"/rows", pr)
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Authorization", "Bearer "+b.token)
-		req.Header.Set("x-api-key", "k")
-		req.Header.Set("x-gw-ims-org-id", b.org)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- &response{status: -1, body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		done <- &response{status: resp.StatusCode, header: resp.Header, body: body}
-	}()
-	return pw, done
 }
 
 // Finding 9: an ingestion under way kept committing rows after DELETE /dataSets of its dataset had answered.

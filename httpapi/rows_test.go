@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -338,23 +337,7 @@ func TestStreamedBodyIsReadableBeforeItEnds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.createDataset(t, datasetOpts{})
-	pr, pw := io.Pipe()
-	done := make(chan *response, 1)
-	go func() {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/dataSets/"+id+"/rows", pr)
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Authorization", "Bearer "+b.token)
-		req.Header.Set("x-api-key", "k")
-		req.Header.Set("x-gw-ims-org-id", b.org)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- &response{status: -1, body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		done <- &response{status: resp.StatusCode, body: body}
-	}()
+	pw, done := b.streamIngest(t, id)
 	for i := range testChunkRows {
 		_, err := fmt.Fprintln(pw, event("2026-11-01T00:00:00Z", fmt.Sprintf(`"_id":"r%03d"`, i)))
 		require.NoError(t, err)
