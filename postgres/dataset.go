@@ -466,46 +466,6 @@ func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id st
 	return ds, out, nil
 }
 
-const (
-	// GREATEST keeps the history ordered when replicas' clocks differ by a little.
-	endSetting = `UPDATE ttl_settings SET effective_until = GREATEST($3, effective_from)
-WHERE dataset_id = $1 AND store = $2 AND effective_until IS NULL`
-	insertSetting = `INSERT INTO ttl_settings (dataset_id, store, ttl, effective_from, earlier_ttl_until, earlier_expired_through)
-VALUES ($1, $2, $3::interval, $4, $5, $6)`
-)
-
-// startSetting ends the store's current TTL setting and starts a new one at now. Reads and runs judge expiry by
-// this history, which is how a TTL change takes effect at once without rewriting the store's rows.
-func startSetting(ctx context.Context, tx pgx.Tx, id string, store catalog.Store, ttl *retention.Period, now time.Time) error {
-	if _, err := tx.Exec(ctx, endSetting, id, string(store), now); err != nil {
-		return fmt.Errorf("end TTL setting of %s/%s: %w", id, store, err)
-	}
-	var interval *string
-	if ttl != nil {
-		v := ttl.Interval()
-		interval = &v
-	}
-	// What the settings now ended could have expired (0005_row_overrides.up.sql): rows beyond it are judged by the
-	// new setting alone.
-	history, err := settingsHistory(ctx, tx, id, store)
-	if err != nil {
-		return err
-	}
-	var ttlUntil, expiredThrough *time.Time
-	for _, s := range history {
-		if s.TTL != nil && s.Until != nil && (ttlUntil == nil || s.Until.After(*ttlUntil)) {
-			ttlUntil = s.Until
-		}
-	}
-	if last, ok := retention.LastExpiredEvent(history, now); ok {
-		expiredThrough = &last
-	}
-	if _, err := tx.Exec(ctx, insertSetting, id, string(store), interval, now, ttlUntil, expiredThrough); err != nil {
-		return fmt.Errorf("start TTL setting of %s/%s: %w", id, store, err)
-	}
-	return nil
-}
-
 func samePeriod(a, b *retention.Period) bool {
 	if a == nil || b == nil {
 		return a == b

@@ -94,8 +94,8 @@ type previewQuestion struct {
 // countedSQL is the preview's rule for one row, the run's rule plus the hypothetical TTL: $2 the evaluation time,
 // $3 the grace, $4 the hypothetical TTL (NULL: none).
 func (q previewQuestion) countedSQL() string {
-	return `r.ingested_at + $3::interval <= $2 AND (` + expiredInDataset(q.store, "$2::timestamptz") + `
-        OR ($4::interval IS NOT NULL AND NOT r.never_expires AND COALESCE(r.own_expiry, r.ts + $4::interval) <= $2))`
+	return pastGrace("$2", "$3::interval") + ` AND (` + expiredInDataset(q.store, "$2::timestamptz") + `
+        OR ` + expiredUnder("$4::interval", "$2") + `)`
 }
 
 func (q previewQuestion) args(datasetID string) []any {
@@ -188,7 +188,7 @@ func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string,
 // expired under the current TTL or the hypothetical one (someCertain false: no such time), and the one after which
 // no row is expired under any setting of the history or the hypothetical TTL (somePossible false: no row can be).
 func (q previewQuestion) eventBounds(history []retention.Setting) (certain time.Time, someCertain bool, possible time.Time, somePossible bool) {
-	for _, ttl := range []*retention.Period{currentTTL(history), q.hypothetical} {
+	for _, ttl := range []*retention.Period{retention.CurrentTTL(history), q.hypothetical} {
 		if ttl == nil {
 			continue
 		}
@@ -203,16 +203,6 @@ func (q previewQuestion) eventBounds(history []retention.Setting) (certain time.
 		}
 	}
 	return certain, someCertain, possible, somePossible
-}
-
-// currentTTL is the TTL of the setting in force, which applies to every row of the store.
-func currentTTL(history []retention.Setting) *retention.Period {
-	for _, s := range history {
-		if s.Until == nil {
-			return s.TTL
-		}
-	}
-	return nil
 }
 
 // countGroup reads the group's rows up to the last event time the question can count, through the store's parent
@@ -260,22 +250,6 @@ func previewGroups(ctx context.Context, tx pgx.Tx, datasetID string, store catal
 		}
 		return g, nil
 	})
-}
-
-// settingsByID returns the TTL of each setting of the store (nil: none).
-func settingsByID(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store) (map[int64]*retention.Period, error) {
-	rows, err := tx.Query(ctx, `SELECT id, ttl FROM ttl_settings WHERE dataset_id = $1 AND store = $2`, datasetID, string(store))
-	if err != nil {
-		return nil, fmt.Errorf("read TTL settings of %s: %w", datasetID, err)
-	}
-	out := map[int64]*retention.Period{}
-	var id int64
-	var ttl pgtype.Interval
-	_, err = pgx.ForEachRow(rows, []any{&id, &ttl}, func() error {
-		out[id] = periodOf(ttl)
-		return nil
-	})
-	return out, err
 }
 
 func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store catalog.Store, datasetID string, parts partitionFilter, p *jobs.Preview) error {

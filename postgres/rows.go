@@ -52,9 +52,6 @@ type ingestTarget struct {
 	settings map[catalog.Store]currentSetting // the stores the rows go to
 }
 
-const selectCurrentSettings = `
-SELECT store, id FROM ttl_settings WHERE dataset_id = $1 AND effective_until IS NULL`
-
 func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID string) (*ingestTarget, error) {
 	t := &ingestTarget{caller: c, settings: map[catalog.Store]currentSetting{}}
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -182,14 +179,10 @@ func expiredOnArrival(t *ingestTarget, chunk []catalog.RowInput, now time.Time) 
 	return n
 }
 
-// placedExpiry is the row's expiry under a setting: nil when the setting keeps rows forever or the row never expires.
+// placedExpiry is the row's placed expiry under a setting (retention.Row.Placed): nil when the setting keeps rows
+// forever or the row never expires.
 func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
-	if ttl == nil || in.Never {
-		return nil
-	}
-	r := retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry}
-	e := r.Expiry(*ttl)
-	return &e
+	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
 }
 
 // chunkAttempts bounds how often a chunk is placed again because a run dropped one of its partitions between the
@@ -544,50 +537,6 @@ func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, i
 	return total, nil
 }
 
-// expiredPredicate is the SQL form of retention.Expired for a row r of a store's table, with now the evaluation
-// time: reads, previews and runs all use it, so they never disagree about which rows have expired.
-//
-// soleSetting is SQL that is true when the row is stored under the setting still in force and no earlier setting
-// can have expired it (see soleSettingSQL). Then the rule reduces to the row's placed expiry (its own, or timestamp
-// + TTL, or 'infinity'), a column of the row: no lookup, and the partition key. Only rows that an earlier setting
-// may have expired pay for the walk through the history, and not even those when currentTTL, SQL for the store's
-// TTL in force (where a statement knows it once for all its rows; NULL::interval where it does not), has expired
-// them: that is the walk's own test for the setting in force, tried first because after a TTL is shortened it
-// settles most rows.
-func expiredPredicate(store catalog.Store, now, soleSetting, currentTTL string) string {
-	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= ` + now + ` ELSE (NOT r.never_expires AND (
-    (` + currentTTL + ` IS NOT NULL AND COALESCE(r.own_expiry, r.ts + ` + currentTTL + `) <= ` + now + `)
-    OR EXISTS (
-    SELECT 1 FROM ttl_settings h
-    WHERE h.dataset_id = r.dataset_id AND h.store = '` + string(store) + `' AND h.ttl IS NOT NULL
-      AND (h.effective_until IS NULL OR h.effective_until > r.ingested_at)
-      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `)))) END)`
-}
-
-// soleSettingSQL is true for a row r under the current setting whose columns are given (its TTL, earlier_ttl_until
-// and earlier_expired_through) that no earlier setting can have expired: it never expires; it was ingested after
-// every earlier setting with a TTL had ended; it has no override and an event time later than any an earlier
-// setting could expire; or it has its own expiry and the current setting a TTL (then an earlier setting that
-// expired it means the current one has too).
-func soleSettingSQL(ttl, ttlUntil, expiredThrough string) string {
-	return `(r.never_expires OR r.ingested_at >= coalesce(` + ttlUntil + `, '-infinity')
-        OR (r.own_expiry IS NULL AND r.ts > ` + expiredThrough + `)
-        OR (r.own_expiry IS NOT NULL AND ` + ttl + ` IS NOT NULL))`
-}
-
-// currentOf is SQL for a column of the setting in force of dataset $1's store, looked up once per statement (an
-// InitPlan), not per row.
-func currentOf(store catalog.Store, col string) string {
-	return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = $1 AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
-}
-
-// expiredInDataset is expiredPredicate for queries about one dataset, $1.
-func expiredInDataset(store catalog.Store, now string) string {
-	sole := `r.setting_id = ` + currentOf(store, "id") + ` AND ` +
-		soleSettingSQL(currentOf(store, "ttl"), currentOf(store, "earlier_ttl_until"), currentOf(store, "earlier_expired_through"))
-	return expiredPredicate(store, now, sole, currentOf(store, "ttl"))
-}
-
 // FindRows implements catalog.RowService. It reads in one snapshot (repeatable read), so that the partitions the
 // counters name and the rows read agree: a partition made after the snapshot holds no row it can see. A page
 // bounded by bytes is measured first (pageWithin) and then read, in the same snapshot, so both see the same rows.
@@ -636,26 +585,6 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 	return out, err
 }
 
-// readBound returns an event time at or before which every row of the store is hidden at now, or nil when there is
-// none to give: under the current TTL every row without an override whose event time is that old has expired, so a
-// page starts its index scan after it instead of stepping over the hidden rows one by one (after a TTL is
-// shortened, they can be most of the dataset). Stores with override rows get no bound.
-func readBound(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset, store catalog.Store, now time.Time) (*time.Time, error) {
-	ttl := ds.RowExpiration[store].TTL
-	if ttl == nil || !ds.IsTimeSeries() {
-		return nil, nil
-	}
-	overrides, err := hasOverrides(ctx, tx, ds.ID, store)
-	if err != nil {
-		return nil, err
-	}
-	if overrides {
-		return nil, nil
-	}
-	b := retention.ExpiredThrough(*ttl, now)
-	return &b, nil
-}
-
 // rowQuery is a page of the dataset's unexpired rows, read through the store's parent table from the partitions
 // that hold them (parts).
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
@@ -678,9 +607,9 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		where = append(where, "(r.ts, r.row_id) > ("+arg(f.After.Timestamp)+"::timestamptz, "+arg(f.After.ID)+"::text)")
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
-       CASE WHEN r.never_expires OR cur.ttl IS NULL THEN NULL ELSE COALESCE(r.own_expiry, r.ts + cur.ttl) END
+       ` + currentExpiry + `
 FROM ` + storeTable(f.Store) + ` r
-LEFT JOIN ttl_settings cur ON cur.dataset_id = r.dataset_id AND cur.store = '` + string(f.Store) + `' AND cur.effective_until IS NULL
+` + joinCurrentSetting(f.Store) + `
 WHERE ` + strings.Join(where, " AND ") + `
 ORDER BY r.ts, r.row_id
 LIMIT ` + arg(f.Limit)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/retention"
@@ -31,10 +30,7 @@ var _ retention.SweepStore = (*SweepStore)(nil)
 // none: the empty partitions a deleted dataset or a run's deletes leave do not stay attached. The past partition's
 // range ends before any row in it was stored, and every row in it had expired under its setting when it arrived.
 const badGroupCondition = `st.row_count > 0 AND NOT (
-    (d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
-    OR (h.ttl IS NOT NULL AND p.upper_bound <= $1
-        AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound)
-        AND st.max_ingested_at + $2::interval <= $1))
+    ` + groupDeletable + `)
     OR ($3::text[] IS NOT NULL AND NOT st.dataset_id = ANY($3::text[]))`
 
 const groupJoins = `FROM row_stats st
@@ -274,87 +270,13 @@ func (s *SweepStore) DatasetPartitions(ctx context.Context, sw retention.Sweep, 
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
-  AND (d.deleted_at IS NOT NULL OR p.lower_bound <= $3 OR h.effective_until IS NOT NULL)
+  AND (p.lower_bound <= $3 OR `+laterGroupMayExpire+`)
   AND NOT st.partition_name = ANY($4::text[])
 GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At, walked(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
-// delete, with its arguments ($1 is the dataset; the caller numbers its own from len(args)+1), and none=true when
-// no row can be deletable. Every row of a dataset deleted by the sweep's time goes; otherwise the expired rows
-// ingested at least the grace ago, and, when the history gives one, only those with an event time at or before the
-// last one any setting can have expired (retention.LastExpiredEvent; no bound where rows have overrides, whose
-// expiry does not follow their event time). The bound is a conjunct of its own so that it narrows the index scan
-// on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for every batch.
-func deletableRows(ctx context.Context, q querier, sw retention.Sweep, datasetID string) (cond string, args []any, none bool, err error) {
-	store := catalog.Store(sw.Store)
-	var deleted, overrides bool
-	err = q.QueryRow(ctx, `SELECT
-    EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),
-    EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`, datasetID, sw.Store, sw.At).Scan(&deleted, &overrides)
-	if err != nil {
-		return "", nil, false, err
-	}
-	if deleted {
-		return `r.dataset_id = $1`, []any{datasetID}, false, nil
-	}
-	cond = `r.dataset_id = $1 AND r.ingested_at + $3::interval <= $2 AND ` + expiredInDataset(store, "$2::timestamptz")
-	args = []any{datasetID, sw.At, sw.Grace.Interval()}
-	if overrides {
-		return cond, args, false, nil
-	}
-	history, err := settingsHistory(ctx, q, datasetID, store)
-	if err != nil {
-		return "", nil, false, err
-	}
-	last, ok := retention.LastExpiredEvent(history, sw.At)
-	if !ok {
-		return "", nil, true, nil
-	}
-	return `r.ts <= $4 AND ` + cond, append(args, last), false, nil
-}
-
-// settingsHistory reads every TTL setting a store of a dataset has had, oldest first.
-func settingsHistory(ctx context.Context, q querier, datasetID string, store catalog.Store) ([]retention.Setting, error) {
-	rows, err := q.Query(ctx, `SELECT ttl, effective_from, effective_until FROM ttl_settings
-		WHERE dataset_id = $1 AND store = $2 ORDER BY effective_from, id`, datasetID, string(store))
-	if err != nil {
-		return nil, fmt.Errorf("read TTL history of %s: %w", datasetID, err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (retention.Setting, error) {
-		var s retention.Setting
-		var ttl pgtype.Interval
-		if err := row.Scan(&ttl, &s.From, &s.Until); err != nil {
-			return s, err
-		}
-		s.TTL = periodOf(ttl)
-		return s, nil
-	})
-}
-
-// periodOf reads a stored TTL back as a period (nil for NULL: expiry disabled). Postgres adds an interval's months,
-// then its days, as Period.AddTo adds these, so the two agree on every expiry.
-func periodOf(ttl pgtype.Interval) *retention.Period {
-	if !ttl.Valid {
-		return nil
-	}
-	return &retention.Period{Months: int64(ttl.Months), Days: int64(ttl.Days)}
-}
-
-// hasOverrides reports whether the store of the dataset has ever held a row with its own expiry (row_overrides),
-// in which case no event-time bound applies to it.
-func hasOverrides(ctx context.Context, q querier, datasetID string, store catalog.Store) (bool, error) {
-	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`,
-		datasetID, string(store)).Scan(&ok)
-	if err != nil {
-		return false, fmt.Errorf("read overrides of %s: %w", datasetID, err)
-	}
-	return ok, nil
 }
 
 // DeleteBatch implements retention.SweepStore. The batch, the counters and the ledger commit together, in one
@@ -449,9 +371,8 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
     WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.id = r.setting_id
       AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[]))
       AND (r.dataset_id = ANY($6::text[])
-           OR (r.ingested_at + $4::interval <= $3
-               AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
-		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)") + `))
+           OR (` + pastGrace("$3", "$4::interval") + `
+               AND ` + expiredUnderRowSetting(catalog.Store(sw.Store), "$3::timestamptz") + `))
     RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
@@ -560,7 +481,7 @@ func (s *SweepStore) DatasetsWithLaterWork(ctx context.Context, sw retention.Swe
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
 WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
-  AND (p.lower_bound > $3 AND (d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL)
+  AND (p.lower_bound > $3 AND `+laterGroupMayExpire+`
        OR p.lower_bound <= $3 AND NOT st.partition_name = ANY($4::text[]))`, datasetIDs, sw.Store, sw.At, walked(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find datasets with work left: %w", err)

@@ -2,8 +2,10 @@ package retention
 
 import "time"
 
-// The one definition of when a row is expired. Reads, previews and runs all evaluate it; in SQL it is the predicate
-// postgres.expiredPredicate, which this file mirrors term for term (the property tests hold the two equal).
+// The one definition of when a row is expired, and the reference the SQL is held to. Reads, previews and runs
+// evaluate it in SQL, written once in postgres/expiry.go: each builder there names the function of this file it
+// mirrors, term for term, and the property test beside it (postgres/expiry_test.go) holds the two equal on
+// generated scenarios. A change to the rule starts here, then its twin there.
 //
 // A store's TTL has a history: each setting was in force from From until Until (nil: still in force). Under a
 // setting with a TTL, a row's expiry is its own override if it has one, else its event time plus the TTL (calendar
@@ -11,6 +13,10 @@ import "time"
 // the row was ingested, its expiry came at or before the end of that setting's time (or now, for the current one).
 // So lengthening or disabling a TTL never brings back a row that had already expired, rows ingested after a change
 // follow only the new value, and a null TTL keeps every row of the store, overrides included, while it is in force.
+//
+// The rest of the file serves speed, never the verdict: a row's placed expiry (Placed) and what earlier settings
+// could have expired (Earlier, SettingAlone) let most rows be judged by one stored column, and the event-time bounds
+// (ExpiredThrough, LiveAfter, LastExpiredEvent, PlacedEvents) only narrow the rows a caller reads.
 
 // Setting is one TTL setting of a store and when it was in force.
 type Setting struct {
@@ -35,6 +41,23 @@ func (r Row) Expiry(ttl Period) time.Time {
 	return ttl.AddTo(r.Timestamp)
 }
 
+// ExpiredUnder reports whether the row is expired at `at` under a TTL in force since before it arrived: unless it
+// never expires, its expiry has come.
+func (r Row) ExpiredUnder(ttl Period, at time.Time) bool {
+	return !r.Never && !r.Expiry(ttl).After(at)
+}
+
+// Placed returns the row's placed expiry under the TTL it is stored under: its expiry, or nil (stored as
+// 'infinity') when the TTL is null or the row never expires. Stores keep rows ordered by it, and a row that only
+// the setting it is stored under can have expired (SettingAlone) is expired exactly when its placed expiry has come.
+func (r Row) Placed(ttl *Period) *time.Time {
+	if ttl == nil || r.Never {
+		return nil
+	}
+	e := r.Expiry(*ttl)
+	return &e
+}
+
 // Expired reports whether the row is expired at now under the store's settings history.
 func Expired(r Row, history []Setting, now time.Time) bool {
 	if r.Never {
@@ -51,7 +74,7 @@ func Expired(r Row, history []Setting, now time.Time) bool {
 		if s.Until != nil && !s.Until.After(r.IngestedAt) {
 			continue // replaced before the row arrived: it never applied to the row
 		}
-		if !r.Expiry(*s.TTL).After(end) {
+		if r.ExpiredUnder(*s.TTL, end) {
 			return true
 		}
 	}
@@ -62,6 +85,54 @@ func Expired(r Row, history []Setting, now time.Time) bool {
 // (the data lake keeps new data as a processing backup; the profile store has no grace).
 func Deletable(r Row, history []Setting, now time.Time, grace Period) bool {
 	return Expired(r, history, now) && !grace.AddTo(r.IngestedAt).After(now)
+}
+
+// CurrentTTL returns the TTL of the setting in force (nil: none, or expiry disabled), which applies to every row of
+// the store.
+func CurrentTTL(history []Setting) *Period {
+	for _, s := range history {
+		if s.Until == nil {
+			return s.TTL
+		}
+	}
+	return nil
+}
+
+// Earlier is what the settings before one could have expired, recorded with it when it starts, so that most rows
+// stored under it are judged without reading the history (SettingAlone).
+type Earlier struct {
+	// TTLUntil is the latest end of an earlier setting with a TTL; nil when none had one.
+	TTLUntil *time.Time
+	// ExpiredThrough is an event time after which no row without an override had expired under an earlier setting
+	// by its end (LastExpiredEvent); nil when none had a TTL, or for settings recorded before it was kept.
+	ExpiredThrough *time.Time
+}
+
+// EarlierOf returns what the settings of the history, all ended by at, could have expired: the Earlier of the
+// setting that starts at at.
+func EarlierOf(history []Setting, at time.Time) Earlier {
+	var e Earlier
+	for _, s := range history {
+		if s.TTL != nil && s.Until != nil && (e.TTLUntil == nil || s.Until.After(*e.TTLUntil)) {
+			e.TTLUntil = s.Until
+		}
+	}
+	if last, ok := LastExpiredEvent(history, at); ok {
+		e.ExpiredThrough = &last
+	}
+	return e
+}
+
+// SettingAlone reports whether, of a row stored under the setting in force (its TTL ttl, what the settings before
+// it could have expired earlier), no earlier setting can have expired the row: it never expires; it was ingested
+// once every earlier setting with a TTL had ended; it has no override and an event time later than any an earlier
+// setting could expire; or it has its own expiry and the current setting a TTL (then an earlier setting that
+// expired it means the current one has too). For such a row, Expired at now is exactly "Placed(ttl) <= now".
+func SettingAlone(r Row, ttl *Period, earlier Earlier) bool {
+	return r.Never ||
+		earlier.TTLUntil == nil || !r.IngestedAt.Before(*earlier.TTLUntil) ||
+		(r.OwnExpiry == nil && earlier.ExpiredThrough != nil && r.Timestamp.After(*earlier.ExpiredThrough)) ||
+		(r.OwnExpiry != nil && ttl != nil)
 }
 
 // ExpiredThrough returns an event time at or before which every row placed by the TTL alone (no override) has

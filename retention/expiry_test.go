@@ -92,3 +92,65 @@ func TestPlacedEvents(t *testing.T) {
 		require.True(t, ts.After(after) && !ts.After(through), "%s + %s = %s: outside (%s, %s]", ts, ttl, placed, after, through)
 	}
 }
+
+// The shortcut the stores take for most rows: a row stored under the setting in force that no earlier setting can
+// have expired (SettingAlone, from what EarlierOf recorded when that setting started) is expired exactly when its
+// placed expiry has come. Rows arrive whenever, imports with ingestion times from before any setting included, with
+// and without overrides.
+func TestSettingAloneAgreesWithExpired(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(13, 17))
+	periods := []*Period{nil, {Months: 1}, {Months: 6}, {Years: 1}, {Days: 45}, {Years: 2}}
+	start := time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	alone := 0
+	for range 500 {
+		var history []Setting
+		from := start
+		var earlier Earlier
+		for i := range 1 + rng.IntN(4) {
+			if i > 0 {
+				until := from.Add(time.Duration(1+rng.IntN(200)) * day)
+				history[i-1].Until = &until
+				from = until
+				earlier = EarlierOf(history, from)
+			}
+			history = append(history, Setting{TTL: periods[rng.IntN(len(periods))], From: from})
+		}
+		current := history[len(history)-1].TTL
+		at := from.Add(time.Duration(rng.IntN(400)) * day)
+		for range 50 {
+			r := Row{
+				Timestamp:  start.Add(time.Duration(rng.Int64N(int64(3 * 365 * day)))),
+				IngestedAt: start.Add(time.Duration(rng.Int64N(int64(at.Sub(start)) + 1))),
+			}
+			switch rng.IntN(4) {
+			case 0:
+				own := r.Timestamp.Add(time.Duration(1+rng.IntN(400)) * day)
+				r.OwnExpiry = &own
+			case 1:
+				r.Never = true
+			}
+			if !SettingAlone(r, current, earlier) {
+				continue
+			}
+			alone++
+			placed := r.Placed(current)
+			require.Equal(t, Expired(r, history, at), placed != nil && !placed.After(at),
+				"row %+v under %+v (earlier %+v) at %s", r, history, earlier, at)
+		}
+	}
+	require.Greater(t, alone, 10000, "the shortcut applies to most rows")
+}
+
+func TestEarlierOf(t *testing.T) {
+	t.Parallel()
+	d := func(day int) *time.Time { v := time.Date(2024, time.January, day, 0, 0, 0, 0, time.UTC); return &v }
+	month := &Period{Months: 1}
+	require.Equal(t, Earlier{}, EarlierOf([]Setting{{TTL: nil, From: *d(1), Until: d(5)}}, *d(5)), "no TTL: nothing expired")
+	e := EarlierOf([]Setting{{TTL: month, From: *d(1), Until: d(5)}, {TTL: nil, From: *d(5), Until: d(9)}}, *d(9))
+	require.Equal(t, d(5), e.TTLUntil, "the end of the last setting with a TTL")
+	require.NotNil(t, e.ExpiredThrough)
+	last, _ := LastExpiredEvent([]Setting{{TTL: month, From: *d(1), Until: d(5)}}, *d(9))
+	require.Equal(t, last, *e.ExpiredThrough)
+}
