@@ -38,7 +38,7 @@ NEWMAN := $(TOOLS)/node/node_modules/.bin/newman
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run stop build image test tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
+.PHONY: help run stop build image test proptest tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -74,6 +74,11 @@ ifeq ($(strip $(TEST_DATABASE_URL)),)
 else
 	NEWMAN=$(NEWMAN) $(GOTEST) -race -count=1 $(TESTFLAGS) $(PKG)
 endif
+
+# The expiry rule's property test (postgres/expiry_test.go) on 1,000 generated scenarios, where make test plays 50;
+# its last line is the summary (scenarios, rows, time, failures). PROPTEST_SEED=n plays scenario n alone.
+proptest: ## run the expiry rule's property test on 1,000 generated scenarios (make test runs 50)
+	PROPTEST_N=$${PROPTEST_N:-1000} $(MAKE) test PKG=./postgres/ TESTFLAGS='-run ^TestExpiryScenarios$$ -timeout 2h -v' 2>&1 | { grep -E 'expiry property test|--- FAIL|known bug|failed;|Error:|Messages:|^DONE' || true; }
 
 # Installs only when newman is missing or not the pinned version, so repeated
 # `make test` runs do not touch the network.

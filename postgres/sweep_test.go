@@ -3,9 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,30 +94,6 @@ func (b *sweepBundle) history(t *testing.T) map[string][]retention.Setting {
 	return out
 }
 
-var ttlChoices = []any{"P1M", "P3M", "P6M", "P12M", "P2Y", "P45D", nil}
-
-// randomScenario builds datasets and rows with random TTLs, TTL changes, overrides, replacements and a deletion.
-func (b *sweepBundle) randomScenario(t *testing.T, rng *rand.Rand) []string {
-	ctx := context.Background()
-	var ids []string
-	for i := range 4 {
-		ids = append(ids, b.newDataset(t, fmt.Sprintf("ds%d", i)))
-	}
-	for epoch := range 4 {
-		for _, id := range ids {
-			if rng.IntN(2) == 0 {
-				b.setTTL(t, id, ttlChoices[rng.IntN(len(ttlChoices))])
-			}
-			b.ingest(t, id, rng, epoch, id != ids[1], id == ids[2])
-			b.now = b.now.Add(time.Duration(rng.IntN(60*24)) * time.Hour)
-		}
-	}
-	_, err := b.datasets.FindDatasetByID(ctx, b.caller, ids[3])
-	require.NoError(t, err)
-	require.NoError(t, b.datasets.DeleteDataset(ctx, b.caller, ids[3]))
-	return ids
-}
-
 func (b *sweepBundle) setTTL(t *testing.T, id string, v any) {
 	t.Helper()
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
@@ -130,47 +103,6 @@ func (b *sweepBundle) setTTL(t *testing.T, id string, v any) {
 	if err != nil {
 		require.Equal(t, catalog.EINVALID, catalog.ErrorCode(err), "only the cross-store rule may refuse: %v", err)
 	}
-}
-
-// ingest stores 60 random rows. Without overrides, the dataset's reads and runs bound their scans by event time;
-// with imports, some rows carry an ingestion time from before the TTL settings they are stored under.
-func (b *sweepBundle) ingest(t *testing.T, id string, rng *rand.Rand, epoch int, overrides, imports bool) {
-	t.Helper()
-	var lines []string
-	for i := range 60 {
-		ts := b.now.Add(-time.Duration(rng.IntN(2*365*24)) * time.Hour)
-		extra := ""
-		if imports && rng.IntN(3) == 0 {
-			extra = fmt.Sprintf(`,"_ingestedAt":%q`, b.now.Add(-time.Duration(rng.IntN(200*24))*time.Hour).Format(time.RFC3339))
-		}
-		choice := rng.IntN(8)
-		if !overrides {
-			choice = 7
-		}
-		switch choice {
-		case 0:
-			extra += fmt.Sprintf(`,"_expiresAt":%q`, ts.Add(time.Duration(1+rng.IntN(400))*24*time.Hour).Format(time.RFC3339))
-		case 1:
-			extra += fmt.Sprintf(`,"_ttl":"P%dD"`, 1+rng.IntN(300))
-		case 2:
-			extra += `,"_ttl":-1`
-		}
-		rowID := fmt.Sprintf("e%d-%d", epoch, i)
-		if rng.IntN(10) == 0 {
-			rowID = fmt.Sprintf("e0-%d", i) // re-sent: replaces the earlier row
-		}
-		lines = append(lines, fmt.Sprintf(`{"timestamp":%q,"_id":%q%s}`, ts.Format(time.RFC3339), rowID, extra))
-	}
-	events := func(yield func(catalog.RawEvent) bool) {
-		for i, l := range lines {
-			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
-				return
-			}
-		}
-	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{AllowIngestedAt: imports})
-	require.NoError(t, err)
-	require.Zero(t, res.Rejected, "%v", res.Errors)
 }
 
 // sweep runs a whole sweep at b.now: either the drops beside the boundary pass across datasets, followed by the
@@ -206,98 +138,6 @@ func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, 
 		removed[ds] += r.Rows
 	}
 	return removed
-}
-
-// TestSweepDeletesExactlyTheDeletableRows is the property test of the expiry rule and the sweep: for random
-// datasets, rows, TTLs and their changes, overrides, grace and a deleted dataset, the rows a sweep leaves are
-// exactly those the Go rule keeps, reads show exactly the unexpired ones, and the ledger counts every removed row.
-func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
-	t.Parallel()
-	for seed := range uint64(6) {
-		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
-			t.Parallel()
-			b := setupSweep(t)
-			b.sweeper.Config.DropBatch = 1 + int(seed%3) // drops in batches of 1 to 3 partitions
-			b.sweeper.Config.Workers = 1 + int(seed/2)   // the walk after the drops, or beside them on 1 or 2 workers
-			rng := rand.New(rand.NewPCG(seed, 99))
-			ids := b.randomScenario(t, rng)
-			grace := retention.Period{}
-			if seed%2 == 1 {
-				grace = period(t, "P30D")
-			}
-			b.now = b.now.Add(time.Duration(rng.IntN(200*24)) * time.Hour)
-			before := b.allRows(t)
-			history := b.history(t)
-			var wantKept, wantVisible []string
-			wantRemoved := map[string]int64{}
-			for _, r := range before {
-				key := r.dataset + "/" + r.id
-				deleted := r.dataset == ids[3]
-				if !deleted && !retention.Expired(r.row, history[r.dataset], b.now) {
-					wantVisible = append(wantVisible, key)
-				}
-				if deleted || retention.Deletable(r.row, history[r.dataset], b.now, grace) {
-					wantRemoved[r.dataset]++
-					continue
-				}
-				wantKept = append(wantKept, key)
-			}
-			require.NotEmpty(t, wantKept)
-			require.NotEmpty(t, wantRemoved)
-
-			var visible []string
-			for _, id := range ids[:3] {
-				page, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 100000})
-				require.NoError(t, err)
-				for _, r := range page.Rows {
-					visible = append(visible, id+"/"+r.ID)
-				}
-			}
-			require.ElementsMatch(t, wantVisible, visible, "reads hide exactly the expired rows")
-
-			b.requirePreviewsExact(t, ids[:3], before, history, grace)
-
-			// A partition detached by a run that stopped before dropping it goes with this sweep's drops.
-			_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE lake_rows_p200001_gone1 (LIKE lake_rows)`)
-			require.NoError(t, err)
-			_, err = b.db.Pool.Exec(context.Background(), `INSERT INTO detached_partitions VALUES ('lake_rows_p200001_gone1', $1)`, b.now.Add(-time.Hour))
-			require.NoError(t, err)
-			runID := "00000000-0000-0000-0000-00000000000" + fmt.Sprint(seed)
-			removed := b.sweep(t, runID, grace, seed%3 != 0)
-			var waiting int
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM detached_partitions`).Scan(&waiting))
-			released := b.release(t)
-			var drops int
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FILTER (WHERE dropped) FROM retention_deletions WHERE run_id = $1`, runID).Scan(&drops))
-			t.Logf("rows %d, kept %d, removed %v, partitions dropped %d", len(before), len(wantKept), wantRemoved, drops)
-			require.Positive(t, drops, "the scenario exercises whole-partition drops")
-			require.GreaterOrEqual(t, waiting, drops+1, "every partition the sweep dropped waits for its release, as does the leftover")
-			require.Equal(t, waiting, released, "the release drops them all")
-			var leftover int
-			require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM detached_partitions)
-				+ (SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'lake\_rows\_p%\_gone%')`).Scan(&leftover))
-			require.Zero(t, leftover, "every detached partition is dropped")
-			var kept []string
-			for _, r := range b.allRows(t) {
-				kept = append(kept, r.dataset+"/"+r.id)
-			}
-			slices.Sort(kept)
-			slices.Sort(wantKept)
-			require.Equal(t, wantKept, kept, "the sweep deletes exactly the deletable rows")
-			for ds, n := range wantRemoved {
-				require.Equal(t, n, removed[ds], "sweep result of %s", ds)
-				var ledger int64
-				require.NoError(t, b.db.Pool.QueryRow(context.Background(),
-					`SELECT coalesce(sum(rows_deleted), 0) FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, ds).Scan(&ledger))
-				require.Equal(t, n, ledger, "ledger of %s", ds)
-			}
-			b.requireCountersExact(t)
-			again := b.sweep(t, strings.Replace(runID, "0000-0000-0000", "0000-0000-0001", 1), grace, false)
-			for ds, n := range again {
-				require.Zero(t, n, "a second sweep at the same time finds nothing more in %s", ds)
-			}
-		})
-	}
 }
 
 // requireCountersExact checks that row_stats matches the rows really stored, partition by partition.
