@@ -39,7 +39,7 @@ type runWorker struct {
 }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
-	return resumeOrErr(w.c.work.RunPart(ctx, job.Args.RunID, attempt(job.JobRow.Attempt, job.JobRow.MaxAttempts)))
+	return resumeOrErr(w.c.work.RunPart(ctx, job.Args.RunID, attempt(job.Attempt, job.MaxAttempts)))
 }
 
 // datasetArgs is the job that deletes one dataset's remaining expired rows of a run (jobs.Service.DatasetPart).
@@ -62,7 +62,7 @@ type datasetWorker struct {
 
 func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) error {
 	a := job.Args
-	return resumeOrErr(w.c.work.DatasetPart(ctx, a.RunID, a.DatasetID, a.Walked, attempt(job.JobRow.Attempt, job.JobRow.MaxAttempts)))
+	return resumeOrErr(w.c.work.DatasetPart(ctx, a.RunID, a.DatasetID, a.Walked, attempt(job.Attempt, job.MaxAttempts)))
 }
 
 // releaseArgs is the job that drops the tables of detached partitions (jobs.Service.Release): queued by every run
