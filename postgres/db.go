@@ -58,6 +58,8 @@ type testHooks struct {
 	afterPartitionLookup func()
 	// afterPreviewCounters runs after a preview has read the dataset's counters, before it reads rows.
 	afterPreviewCounters func()
+	// afterRemoval runs after each removal transaction of a sweep (a drop, a batch, a block range) has committed.
+	afterRemoval func()
 }
 
 // sizesMaxAge is how long the bytes-per-row figures are reused.

@@ -210,8 +210,8 @@ const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS N
 // overrides, whose expiry does not follow their event time). The bound is a conjunct of its own so that it narrows
 // the index scan on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for
 // every batch.
-func deletableRows(ctx context.Context, q querier, sw retention.Sweep, datasetID string) (cond string, args []any, none bool, err error) {
-	store := catalog.Store(sw.Store)
+func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (cond string, args []any, none bool, err error) {
+	store := sw.Store
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
     EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
 
@@ -102,7 +103,7 @@ type scenario struct {
 	steps     []step
 	grace     retention.Period
 	advance   time.Duration // from the last step to the run's evaluation time
-	config    retention.SweepConfig
+	config    postgres.SweepConfig
 	boundary  bool // the run walks the partitions placed by its time (SweepPlaced) before the per-dataset pass
 	stopAfter int  // >0: the run is cut off after this many removal transactions, then retried to the end
 	centuries bool
@@ -178,7 +179,7 @@ func drawScenario(seed uint64) scenario {
 	if sc.centuries && rng.IntN(2) == 0 {
 		sc.advance = time.Duration(rng.IntN(200*365)) * 24 * time.Hour
 	}
-	sc.config = retention.SweepConfig{BatchSize: 5 + rng.IntN(60), DropBatch: 1 + rng.IntN(3), Workers: 1 + rng.IntN(2)}
+	sc.config = postgres.SweepConfig{BatchSize: 5 + rng.IntN(60), DropBatch: 1 + rng.IntN(3), Workers: 1 + rng.IntN(2)}
 	sc.boundary = rng.IntN(3) != 0
 	if rng.IntN(3) == 0 {
 		sc.stopAfter = 1 + rng.IntN(6)
@@ -194,7 +195,7 @@ var ttlChoices = []any{"P1M", "P3M", "P6M", "P12M", "P2Y", "P45D", nil}
 func drawClassic(seed uint64) scenario {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	sc := scenario{seed: seed, classic: true, datasets: 4, boundary: seed%3 != 0,
-		config: retention.SweepConfig{BatchSize: 37, DropBatch: 1 + int(seed%3), Workers: 1 + int(seed/2)}}
+		config: postgres.SweepConfig{BatchSize: 37, DropBatch: 1 + int(seed%3), Workers: 1 + int(seed/2)}}
 	now := scenarioStart
 	for epoch := range 4 {
 		for ds := range 4 {
@@ -266,7 +267,7 @@ func drawLines(rng *rand.Rand, now time.Time, epoch, n int, overrides, imports, 
 // (cut off and retried when the scenario says so), and checks what it left, counted and recorded.
 func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	b := setupSweep(t)
-	b.sweeper.Config = sc.config
+	b.sweeper = postgres.MustSweeper(b.db, sc.config)
 	ids, deleted := b.build(t, sc, stats)
 	b.now = b.now.Add(sc.advance)
 	before := b.allRows(t)
@@ -467,24 +468,33 @@ func (b *sweepBundle) ingestEvents(t *testing.T, id string, lines []string, impo
 
 // sweepScenario runs the scenario's sweep at b.now and returns what each dataset lost by it. A run the scenario
 // cuts off stops once stopAfter removal transactions have committed (its context is cancelled, as a replica's
-// shutdown would), and the same run is then tried again to the end; what the cut-off attempt had committed is
-// read from the ledger, so the result is the whole run's. stopped reports whether the cut came before the end.
+// shutdown would, so the next statement of every worker fails and rolls back), and the same run is then tried
+// again to the end; what the cut-off attempt had committed is read from the ledger, so the result is the whole
+// run's. stopped reports whether the cut came before the end.
 //
 // It is the one place the test drives the sweeper.
 func (b *sweepBundle) sweepScenario(t *testing.T, sc scenario, runID string) (removed map[string]int64, stopped bool) {
 	t.Helper()
 	ctx := context.Background()
 	b.startRun(t, runID, sc.grace)
-	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: sc.grace}
+	sw := postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now, Grace: sc.grace}
 	var all []string
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT array_agg(id) FROM datasets`).Scan(&all))
 	committed := map[string]int64{}
 	if sc.stopAfter > 0 {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		store := &stoppingStore{SweepStore: b.sweeper.Store, after: int64(sc.stopAfter), stop: cancel}
-		_, err := runSweep(cctx, &retention.Sweeper{Store: store, Config: b.sweeper.Config}, sw, sc.boundary, all)
-		if stopped = store.stopped.Load(); !stopped {
+		var done atomic.Int64
+		var cut atomic.Bool
+		b.db.OnRemovalCommit(func() {
+			if done.Add(1) == int64(sc.stopAfter) {
+				cut.Store(true)
+				cancel()
+			}
+		})
+		_, err := runSweep(cctx, b.sweeper, sw, sc.boundary, all)
+		b.db.OnRemovalCommit(nil)
+		if stopped = cut.Load(); !stopped {
 			require.NoError(t, err)
 		}
 		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT coalesce(jsonb_object_agg(dataset_id, n), '{}') FROM (
@@ -500,7 +510,7 @@ func (b *sweepBundle) sweepScenario(t *testing.T, sc scenario, runID string) (re
 
 // runSweep is one attempt at a run's part: the drops beside the boundary walk across datasets followed by the
 // per-dataset pass over later partitions (as the run job does), or the drops and then the per-dataset pass alone.
-func runSweep(ctx context.Context, sweeper *retention.Sweeper, sw retention.Sweep, boundary bool, datasets []string) (map[string]int64, error) {
+func runSweep(ctx context.Context, sweeper *postgres.Sweeper, sw postgres.Sweep, boundary bool, datasets []string) (map[string]int64, error) {
 	removed := map[string]int64{}
 	if boundary {
 		placed, err := sweeper.SweepPlaced(ctx, sw)
@@ -531,39 +541,4 @@ func runSweep(ctx context.Context, sweeper *retention.Sweeper, sw retention.Swee
 		removed[ds] += r.Rows
 	}
 	return removed, nil
-}
-
-// stoppingStore cuts a run off: once `after` of its removal transactions (partition drops, batches, block ranges)
-// have committed, it cancels the run's context, so the next statement of every worker fails and rolls back.
-type stoppingStore struct {
-	retention.SweepStore
-	after   int64
-	stop    context.CancelFunc
-	done    atomic.Int64
-	stopped atomic.Bool
-}
-
-func (s *stoppingStore) committed(err error) {
-	if err == nil && s.done.Add(1) == s.after {
-		s.stopped.Store(true)
-		s.stop()
-	}
-}
-
-func (s *stoppingStore) DropPartitions(ctx context.Context, sw retention.Sweep, parts []retention.Partition, lockTimeout time.Duration) (map[string]map[string]int64, error) {
-	rows, err := s.SweepStore.DropPartitions(ctx, sw, parts, lockTimeout)
-	s.committed(err)
-	return rows, err
-}
-
-func (s *stoppingStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datasetID, partition string, limit int) (int64, error) {
-	n, err := s.SweepStore.DeleteBatch(ctx, sw, datasetID, partition, limit)
-	s.committed(err)
-	return n, err
-}
-
-func (s *stoppingStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, partition string, from, to int64) (map[string]int64, error) {
-	rows, err := s.SweepStore.DeleteBlocks(ctx, sw, partition, from, to)
-	s.committed(err)
-	return rows, err
 }

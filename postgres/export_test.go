@@ -18,6 +18,10 @@ func (db *DB) OnChunkTx(f func(partitions []string)) { db.hooks.beforeChunkTx = 
 // OnPartitionLookup makes every delete by _id call f after it has read which partitions hold its dataset's rows.
 func (db *DB) OnPartitionLookup(f func()) { db.hooks.afterPartitionLookup = f }
 
+// OnRemovalCommit makes every removal transaction of a sweep (a drop, a batch, a block range) call f once it has
+// committed; nil stops it. Set it only while no sweep runs.
+func (db *DB) OnRemovalCommit(f func()) { db.hooks.afterRemoval = f }
+
 // OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
 func (db *DB) OnPreviewCounters(f func()) { db.hooks.afterPreviewCounters = f }
 
@@ -72,4 +76,33 @@ func plannedRelations(ctx context.Context, tx pgx.Tx, query string, args []any) 
 	walk(plan[0]["Plan"].(map[string]any))
 	slices.Sort(names)
 	return names, nil
+}
+
+// The sweep's steps, for tests that drive a sweep directly rather than through the port (jobs.Sweeper).
+
+// DropPartitions is dropPartitions.
+func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
+	return w.dropPartitions(ctx, s)
+}
+
+// SweepPlaced is sweepPlaced.
+func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
+	return w.sweepPlaced(ctx, s)
+}
+
+// SweepDataset is sweepDataset.
+func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
+	return w.sweepDataset(ctx, s, datasetID)
+}
+
+// Store returns the statements the sweeper drives.
+func (w *Sweeper) Store() *sweepStore { return w.store }
+
+// MustSweeper is NewSweeper for a configuration the test knows to be valid.
+func MustSweeper(db *DB, cfg SweepConfig) *Sweeper {
+	w, err := NewSweeper(db, cfg, nil)
+	if err != nil {
+		panic(err)
+	}
+	return w
 }
