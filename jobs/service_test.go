@@ -105,7 +105,7 @@ func (b *testBundle) dataset(t *testing.T, name string, ttl string) string {
 	require.NoError(t, err)
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": ttl}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
 	require.NoError(t, err)
 	var rows []catalog.RowInput
 	for m := 1; m <= 24; m++ {
@@ -379,7 +379,7 @@ func TestProfileRunHasNoGrace(t *testing.T) {
 	require.NoError(t, err)
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_unifiedProfile": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1D"}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
 	require.NoError(t, err)
 	old := b.clock.Now().AddDate(0, 0, -3)
 	_, err = b.rows.IngestRows(ctx, b.caller, ds.ID, func(yield func(catalog.RowInput) bool) {
@@ -451,7 +451,7 @@ func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	b.clock.Set(b.clock.Now().AddDate(0, 1, 1))
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P30D"}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, nil)
 	require.NoError(t, err)
 	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
 	require.NoError(t, err)

@@ -126,7 +126,7 @@ func (b *sweepBundle) setTTL(t *testing.T, id string, v any) {
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
 		"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": v}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, nil)
 	if err != nil {
 		require.Equal(t, catalog.EINVALID, catalog.ErrorCode(err), "only the cross-store rule may refuse: %v", err)
 	}
