@@ -409,7 +409,7 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
 				return err
 			}
-			if !samePeriod(ch.Before.TTL, ch.After.TTL) {
+			if !retention.SamePeriod(ch.Before.TTL, ch.After.TTL) {
 				if err := startSetting(ctx, tx, id, store, ch.After.TTL, now); err != nil {
 					return err
 				}
@@ -487,11 +487,4 @@ func startSetting(ctx context.Context, tx pgx.Tx, id string, store catalog.Store
 		return fmt.Errorf("start TTL setting of %s/%s: %w", id, store, err)
 	}
 	return nil
-}
-
-func samePeriod(a, b *retention.Period) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
