@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testlog"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -535,25 +536,12 @@ func TestStartupReleaseDropsOnlyOldLeftovers(t *testing.T) {
 	require.Equal(t, []string{"lake_rows_p200002_gone2"}, tables)
 }
 
-// lockedBuffer is a bytes.Buffer that the replica's goroutines may write while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// datasetLines returns the "dataset done" log lines of the run, keyed by dataset id; a dataset logged twice fails.
-func (b *lockedBuffer) datasetLines(t *testing.T, runID string) map[string]map[string]any {
+// datasetLines returns the "dataset done" log lines of the run in log, keyed by dataset id; a dataset logged twice
+// fails.
+func datasetLines(t *testing.T, log *testlog.Buffer, runID string) map[string]map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	lines := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(log.Bytes()))
 	for sc.Scan() {
 		var line map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "log line %q", sc.Text())
@@ -576,7 +564,7 @@ func TestRunLogsEachDataset(t *testing.T) {
 	b := setup(t)
 	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
 	want := map[string]float64{ids[0]: 22, ids[1]: 19, ids[2]: 13}
-	log := &lockedBuffer{}
+	log := &testlog.Buffer{}
 	w := b.replicaWith(t, true, nil, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	b.clock.Set(b.clock.Now().Add(time.Hour))
 
@@ -585,7 +573,7 @@ func TestRunLogsEachDataset(t *testing.T) {
 		require.NoError(t, err)
 		run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
 		require.Equal(t, jobs.StatusSucceeded, run.Status)
-		lines := log.datasetLines(t, run.ID)
+		lines := datasetLines(t, log, run.ID)
 		require.Len(t, lines, len(ids), "dry run %v: one line per dataset", dryRun)
 		for id, rows := range want {
 			line := lines[id]
