@@ -48,11 +48,17 @@ type EventReader struct {
 
 // eventSource yields the raw events of a body in one format.
 type eventSource interface {
-	// read returns the next event's line and bytes (valid until the next read), or why the line cannot be an event
-	// (refused); ok is false at the end of the body, or once it broke.
-	read() (line int, data []byte, refused error, ok bool)
+	// read returns the next event; ok is false at the end of the body, or once it broke.
+	read() (ev rawEvent, ok bool)
 	// err is why the body broke: nil at its end.
 	err() error
+}
+
+// rawEvent is an event as a body holds it, before validation.
+type rawEvent struct {
+	line    int
+	data    []byte // valid until the next read
+	refused error  // why the line cannot be an event, whatever it holds
 }
 
 // NewEventReader returns a reader of the events of r, held in format and validated against rules.
@@ -69,14 +75,14 @@ func NewEventReader(r io.Reader, format EventFormat, rules RowContext) *EventRea
 // Next reads and validates the next event, which Event then returns. It returns false at the end of the body, or
 // when the body broke (Err).
 func (r *EventReader) Next() bool {
-	line, data, refused, ok := r.src.read()
+	raw, ok := r.src.read()
 	if !ok {
 		r.ev = Event{}
 		return false
 	}
-	r.ev = Event{Line: line, Err: refused}
-	if refused == nil {
-		r.ev.Row, r.ev.Err = r.rules.ParseRow(data)
+	r.ev = Event{Line: raw.line, Err: raw.refused}
+	if raw.refused == nil {
+		r.ev.Row, r.ev.Err = r.rules.ParseRow(raw.data)
 	}
 	return true
 }
@@ -114,7 +120,7 @@ type ndjsonSource struct {
 	done   bool
 }
 
-func (s *ndjsonSource) read() (int, []byte, error, bool) {
+func (s *ndjsonSource) read() (rawEvent, bool) {
 	for !s.done {
 		s.line++
 		data, tooLong, err := s.readLine()
@@ -125,15 +131,15 @@ func (s *ndjsonSource) read() (int, []byte, error, bool) {
 			}
 		}
 		if tooLong {
-			return s.line, nil, Errorf(EINVALID, "the event is longer than %d bytes", MaxEventLine), true
+			return rawEvent{line: s.line, refused: Errorf(EINVALID, "the event is longer than %d bytes", MaxEventLine)}, true
 		}
 		if len(bytes.TrimSpace(data)) > 0 {
 			// Trailing whitespace ends no JSON value and shifts no offset an error names; without it the decoder
 			// of ParseRow finds the end of the event without reading further.
-			return s.line, bytes.TrimRight(data, " \t\r\n"), nil, true
+			return rawEvent{line: s.line, data: bytes.TrimRight(data, " \t\r\n")}, true
 		}
 	}
-	return 0, nil, nil, false
+	return rawEvent{}, false
 }
 
 func (s *ndjsonSource) err() error { return s.failed }
@@ -171,9 +177,9 @@ type arraySource struct {
 	failed  error
 }
 
-func (s *arraySource) read() (int, []byte, error, bool) {
+func (s *arraySource) read() (rawEvent, bool) {
 	if s.done {
-		return 0, nil, nil, false
+		return rawEvent{}, false
 	}
 	if !s.started {
 		s.started = true
@@ -189,12 +195,12 @@ func (s *arraySource) read() (int, []byte, error, bool) {
 		return s.broken(err, "element %d of the array and everything after it is not valid JSON: %v", s.n+1, JSONErrorText(err))
 	}
 	s.n++
-	return s.n, s.raw, nil, true
+	return rawEvent{line: s.n, data: s.raw}, true
 }
 
 // end checks that the array is closed, and that nothing follows it. More also says no at the end of the body: only
 // a bracket closes the array, else the body was cut short.
-func (s *arraySource) end() (int, []byte, error, bool) {
+func (s *arraySource) end() (rawEvent, bool) {
 	if tok, err := s.dec.Token(); err != nil || tok != json.Delim(']') {
 		return s.broken(err, "the JSON array of events is not closed: the body ends after element %d without ]", s.n)
 	}
@@ -202,18 +208,18 @@ func (s *arraySource) end() (int, []byte, error, bool) {
 		return s.broken(err, "the body goes on after the ] that closes its array of events")
 	}
 	s.done = true
-	return 0, nil, nil, false
+	return rawEvent{}, false
 }
 
 // broken ends the array on err: the reader's own error as it is, anything else as the body's malformed JSON.
-func (s *arraySource) broken(err error, format string, args ...any) (int, []byte, error, bool) {
+func (s *arraySource) broken(err error, format string, args ...any) (rawEvent, bool) {
 	s.done = true
 	if isReadError(err) {
 		s.failed = err
 	} else {
 		s.failed = Invalid("malformed-json", "body", format, args...)
 	}
-	return 0, nil, nil, false
+	return rawEvent{}, false
 }
 
 func (s *arraySource) err() error { return s.failed }
