@@ -185,6 +185,26 @@ func TestEventReaderRows(t *testing.T) {
 	require.Equal(t, 2, res.Errors[0].Line)
 }
 
+func ExampleEventReader() {
+	rules := catalog.RowContext{Dataset: &catalog.Dataset{Classification: catalog.Classification{DataBehavior: catalog.TimeSeries}}}
+	body := strings.NewReader(`{"timestamp":"2026-11-01T00:00:00Z","_id":"a"}` + "\n" + `{"_id":"b"}` + "\n")
+	r := catalog.NewEventReader(body, catalog.NDJSON, rules)
+	for r.Next() {
+		ev := r.Event()
+		if ev.Err != nil {
+			fmt.Printf("line %d refused: %s\n", ev.Line, catalog.ErrorMessage(ev.Err))
+			continue
+		}
+		fmt.Printf("line %d: row %s at %s\n", ev.Line, ev.Row.ID, ev.Row.Timestamp.Format(time.RFC3339))
+	}
+	if err := r.Err(); err != nil {
+		fmt.Println("the body broke:", err)
+	}
+	// Output:
+	// line 1: row a at 2026-11-01T00:00:00Z
+	// line 2 refused: timestamp is required in a time-series dataset (an RFC 3339 time such as 2026-01-31T12:00:00Z)
+}
+
 // BenchmarkEventReader reads and validates a body of 5,000 events, as one POST of the ingestion benchmark sends
 // (docs/benchmarks.md).
 func BenchmarkEventReader(b *testing.B) {
