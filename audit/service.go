@@ -53,35 +53,25 @@ type Purger interface {
 // DefaultKeep is how long audit events are kept, as Adobe keeps them: 365 days.
 var DefaultKeep = retention.Period{Days: 365}
 
-// Retention is the audit log's own retention: on every tick it removes the events older than Keep. Several
-// replicas may run it at once; each pass is idempotent and orgs are purged under their chain lock.
+// Retention is the audit log's own retention: each pass removes the events older than Keep. A periodic job runs
+// Purge (riverjobs), so one replica purges per period; a pass that runs beside another is harmless too, since each
+// is idempotent and orgs are purged under their chain lock.
 type Retention struct {
 	Purger Purger
 	Keep   retention.Period
-	// Every is the time between passes; default a day.
-	Every  time.Duration
 	Now    func() time.Time
 	Logger *slog.Logger
 }
 
-// Run purges once at once and then every Every until ctx ends.
-func (r *Retention) Run(ctx context.Context) {
-	every := r.Every
-	if every <= 0 {
-		every = 24 * time.Hour
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		if _, err := r.PurgeOnce(ctx); err != nil && ctx.Err() == nil {
+// Purge is one pass of the periodic job: PurgeOnce, with a failure logged as well as returned for the job's retry.
+func (r *Retention) Purge(ctx context.Context) error {
+	if _, err := r.PurgeOnce(ctx); err != nil {
+		if ctx.Err() == nil {
 			r.logger().ErrorContext(ctx, "audit retention failed", slog.Any("error", err))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+		return err
 	}
+	return nil
 }
 
 // PurgeOnce removes the events older than Keep, as of now.

@@ -22,7 +22,6 @@ import (
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -39,8 +38,7 @@ func setupOutage(t *testing.T) *testBundle {
 	t.Cleanup(db.Close)
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
-	runs, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)}, nil, jobs.Config{})
-	require.NoError(t, err)
+	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{})
 	api := httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Audit: postgres.NewAuditService(db),

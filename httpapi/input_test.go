@@ -20,7 +20,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
-	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -32,8 +32,7 @@ func setupInput(t *testing.T) *testBundle {
 	b := setup(t)
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
-	runs, err := jobs.New(b.db.Pool, postgres.NewRunStore(b.db), &retention.Sweeper{Store: postgres.NewSweepStore(b.db)}, nil, jobs.Config{})
-	require.NoError(t, err)
+	runs, _ := testdb.Jobs(t, b.db, testdb.JobsOptions{})
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(b.db), Rows: postgres.NewRowService(b.db, testChunkRows), Runs: runs,
 		Preview: postgres.NewPreviewService(b.db, retention.Period{}), Audit: postgres.NewAuditService(b.db), Auth: auth,

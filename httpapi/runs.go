@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 )
 
 // runDoc is a run as the API shows it.
@@ -55,7 +54,7 @@ func formatTime(t *time.Time) string {
 	return t.UTC().Format(rfc3339ms)
 }
 
-func newRunDoc(r *jobs.Run) runDoc {
+func newRunDoc(r *catalog.Run) runDoc {
 	doc := runDoc{
 		ID: r.ID, Status: r.Status, Trigger: r.Trigger, Store: string(r.Store), ScheduledFor: formatTime(r.ScheduledFor),
 		DryRun: r.DryRun, EvaluatedAt: formatTime(&r.EvaluatedAt), CreatedAt: formatTime(&r.CreatedAt),
@@ -72,7 +71,7 @@ func newRunDoc(r *jobs.Run) runDoc {
 }
 
 func (s *Server) listRuns(c echo.Context) error {
-	f := jobs.RunFilter{Limit: 20}
+	f := catalog.RunFilter{Limit: 20}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
@@ -134,8 +133,8 @@ func (s *Server) startRun(c echo.Context) error {
 	return c.JSON(http.StatusAccepted, newRunDoc(run))
 }
 
-func parseRunRequest(body map[string]any) (jobs.RunRequest, error) {
-	req := jobs.RunRequest{Store: catalog.LakeHouse}
+func parseRunRequest(body map[string]any) (catalog.RunRequest, error) {
+	req := catalog.RunRequest{Store: catalog.LakeHouse}
 	for key, v := range body {
 		switch key {
 		case "dryRun":

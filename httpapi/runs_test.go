@@ -86,7 +86,7 @@ func TestScheduledRunsVisibleToEveryOrg(t *testing.T) {
 
 	// The weekly run of the lake, as the scheduler creates and plans it: it covers every org's datasets with rows.
 	ctx := context.Background()
-	store := postgres.NewRunStore(b.db)
+	store := postgres.NewRunRepository(b.db)
 	scheduledID, created, err := store.CreateScheduledRun(ctx, catalog.LakeHouse, time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC), retention.Period{Days: 30})
 	require.NoError(t, err)
 	require.True(t, created)

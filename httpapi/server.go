@@ -17,7 +17,6 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 )
 
 // adobePrefix is the base path of Adobe's Catalog Service; every route is also served under it, so an Adobe client
@@ -29,8 +28,8 @@ const adobePrefix = "/data/foundation/catalog"
 type Config struct {
 	Datasets catalog.DatasetService
 	Rows     catalog.RowService
-	Runs     jobs.RunService
-	Preview  jobs.PreviewService
+	Runs     catalog.RunService
+	Preview  catalog.PreviewService
 	// Audit serves the Audit Query API (/audit/events, /audit/export, /audit/verify); nil leaves those routes out.
 	Audit audit.Service
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
@@ -59,8 +58,8 @@ type Server struct {
 	echo     *echo.Echo
 	datasets catalog.DatasetService
 	rows     catalog.RowService
-	runs     jobs.RunService
-	preview  jobs.PreviewService
+	runs     catalog.RunService
+	preview  catalog.PreviewService
 	audit    audit.Service
 	nextRun  func(store catalog.Store) *time.Time
 	auth     *Authenticator

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/acme/retention/catalog"
 )
 
 // Metrics are the Prometheus metrics of retention runs.
@@ -53,33 +55,33 @@ func NewMetrics(reg prometheus.Registerer, overdue func() float64) *Metrics {
 	return m
 }
 
-func (m *Metrics) removed(store string, rows int64, partitions int) {
+func (m *Metrics) removed(store catalog.Store, rows int64, partitions int) {
 	if m == nil {
 		return
 	}
-	m.rowsDeleted.WithLabelValues(store).Add(float64(rows))
-	m.partitionsDropped.WithLabelValues(store).Add(float64(partitions))
+	m.rowsDeleted.WithLabelValues(string(store)).Add(float64(rows))
+	m.partitionsDropped.WithLabelValues(string(store)).Add(float64(partitions))
 }
 
-func (m *Metrics) datasetDone(store string, ok bool, now time.Time) {
+func (m *Metrics) datasetDone(store catalog.Store, ok bool, now time.Time) {
 	if m == nil {
 		return
 	}
-	status := StatusSucceeded
+	status := catalog.StatusSucceeded
 	if !ok {
-		status = StatusFailed
+		status = catalog.StatusFailed
 	}
-	m.datasetsDone.WithLabelValues(store, status).Inc()
+	m.datasetsDone.WithLabelValues(string(store), status).Inc()
 	if ok {
-		m.lastSuccess.WithLabelValues(store).Set(float64(now.Unix()))
+		m.lastSuccess.WithLabelValues(string(store)).Set(float64(now.Unix()))
 	}
 }
 
 // runEnded counts a finished run; end is nil while the run still has parts to do.
-func (m *Metrics) runEnded(store string, end *RunEnd) {
+func (m *Metrics) runEnded(store catalog.Store, end *catalog.RunEnd) {
 	if m == nil || end == nil {
 		return
 	}
-	m.runs.WithLabelValues(store, end.Status).Inc()
-	m.runDuration.WithLabelValues(store).Observe(end.Duration.Seconds())
+	m.runs.WithLabelValues(string(store), end.Status).Inc()
+	m.runDuration.WithLabelValues(string(store)).Observe(end.Duration.Seconds())
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/jobs"
-	"github.com/acme/retention/postgres"
-	"github.com/acme/retention/retention"
 )
 
 // TestMetricsNameNoTenant is part of finding 9: /metrics, served without authentication, listed every dataset a
@@ -21,14 +21,10 @@ func TestMetricsNameNoTenant(t *testing.T) {
 	id := b.dataset(t, "a", "P6M")
 	reg := prometheus.NewRegistry()
 	db := b.openDB(t)
-	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)},
-		jobs.NewMetrics(reg, nil), jobs.Config{Work: true})
+	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: true, Metrics: jobs.NewMetrics(reg, nil)})
+	run, err := svc.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
-	run, err := svc.StartRun(context.Background(), b.caller, jobs.RunRequest{})
-	require.NoError(t, err)
-	require.Equal(t, jobs.StatusSucceeded, waitForRun(t, b, []*jobs.Service{svc}, run.ID).Status)
+	require.Equal(t, catalog.StatusSucceeded, waitForRun(t, b, []*replica{{Service: svc, queue: queue}}, run.ID).Status)
 
 	families, err := reg.Gather()
 	require.NoError(t, err)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
-	"github.com/acme/retention/retention"
 )
 
 // TestRequestsHaveTheirOwnPool is the jobs' side of finding 1's bulkheads: the API's calls of the jobs service
@@ -24,21 +24,19 @@ func TestRequestsHaveTheirOwnPool(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(jobsDB.Close)
 	requests := b.openDB(t)
-	svc, err := jobs.New(jobsDB.Pool, postgres.NewRunStore(jobsDB), &retention.Sweeper{Store: postgres.NewSweepStore(jobsDB)}, nil,
-		jobs.Config{Requests: &jobs.Requests{Pool: requests.Pool, Store: postgres.NewRunStore(requests)}})
-	require.NoError(t, err)
+	svc, _ := testdb.Jobs(t, jobsDB, testdb.JobsOptions{Requests: requests})
 
 	held, err := jobsDB.Pool.Acquire(context.Background())
 	require.NoError(t, err)
 	defer held.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	run, err := svc.StartRun(ctx, b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	run, err := svc.StartRun(ctx, b.caller, catalog.RunRequest{DatasetIDs: []string{id}})
 	require.NoError(t, err, "a run is started through the requests' pool")
 	got, err := svc.FindRun(ctx, b.caller, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, run.ID, got.ID)
-	runs, err := svc.FindRuns(ctx, b.caller, jobs.RunFilter{Limit: 5})
+	runs, err := svc.FindRuns(ctx, b.caller, catalog.RunFilter{Limit: 5})
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 }

@@ -1,9 +1,13 @@
-// Package jobs runs retention on a schedule: it turns cron slots into runs keyed by their slot, splits each run into
-// per-dataset work that River spreads across replicas, and keeps the history and progress of runs.
+// Package jobs orchestrates retention runs: it turns cron slots into runs keyed by their slot, does each run's own
+// part and splits the rest into per-dataset parts that the job queue spreads across replicas, and releases what the
+// runs detached. It sees its adapters through ports: RunRepository and Sweeper (package postgres) and Queue
+// (package riverjobs, which calls it back with each job); it imports neither River nor pgx.
 package jobs
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -51,7 +55,7 @@ func (s Schedule) DueSlot(last, now time.Time) (time.Time, bool) {
 	return due, !due.IsZero()
 }
 
-// Period estimates how far apart two slots are, from the next two after t; the overdue gauge uses it.
+// Period estimates how far apart two slots are, from the next two after t; OverdueCutoff uses it.
 func (s Schedule) Period(t time.Time) time.Duration {
 	a := s.Next(t)
 	return s.Next(a).Sub(a)
@@ -68,4 +72,28 @@ func (s Schedules) NextRun(store catalog.Store, now time.Time) *time.Time {
 	}
 	t := sched.Next(now)
 	return &t
+}
+
+// OverdueCutoff is the rule of the overdue gauge: a dataset of the store is overdue at now when its last successful
+// run finished before the cutoff, two periods of the store's schedule ago. One period late is a run that is still
+// in progress, or a slot skipped while the previous run finished; two is a schedule that is not being kept.
+func (s Schedule) OverdueCutoff(now time.Time) time.Time { return now.Add(-2 * s.Period(now)) }
+
+// OverdueCounter counts the datasets of a store with rows whose last successful run finished before cutoff
+// (postgres.RunRepository.Overdue).
+type OverdueCounter func(ctx context.Context, store catalog.Store, cutoff time.Time) (int, error)
+
+// OverdueGauge returns the function the retention_datasets_overdue gauge reads at every scrape (NewMetrics): the
+// store's overdue datasets under its schedule's OverdueCutoff at now(). A scrape waits at most 5 s; an error is
+// logged and counts 0.
+func OverdueGauge(store catalog.Store, sched Schedule, count OverdueCounter, now func() time.Time, logger *slog.Logger) func() float64 {
+	return func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := count(ctx, store, sched.OverdueCutoff(now()))
+		if err != nil {
+			logger.Warn("overdue gauge", slog.Any("error", err))
+		}
+		return float64(n)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
@@ -20,6 +21,7 @@ import (
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
+	"github.com/acme/retention/riverjobs"
 )
 
 // testBundle is one database with the services a run needs, and a clock the test moves.
@@ -69,31 +71,38 @@ func (b *testBundle) openDB(t *testing.T) *postgres.DB {
 	return db
 }
 
-// replica starts a jobs.Service on a pool of its own, as another retentiond would.
-func (b *testBundle) replica(t *testing.T, work bool, sweep retention.SweepStore) *jobs.Service {
+// replica is the retention jobs of one replica: the orchestration and its River queue.
+type replica struct {
+	*jobs.Service
+	queue *riverjobs.Client
+}
+
+// Client is the replica's River client, for subscribing to job events.
+func (r *replica) Client() *river.Client[pgx.Tx] { return r.queue.River() }
+
+// replica starts the jobs of a replica on a pool of its own, as another retentiond would. wrap, when set, wraps its
+// sweeper (to hold or break a run).
+func (b *testBundle) replica(t *testing.T, work bool, wrap func(jobs.Sweeper) jobs.Sweeper) *replica {
 	t.Helper()
-	return b.replicaWith(t, work, sweep, nil)
+	return b.replicaWith(t, work, wrap, nil)
 }
 
 // replicaWith is replica logging to logger.
-func (b *testBundle) replicaWith(t *testing.T, work bool, sweep retention.SweepStore, logger *slog.Logger) *jobs.Service {
+func (b *testBundle) replicaWith(t *testing.T, work bool, wrap func(jobs.Sweeper) jobs.Sweeper, logger *slog.Logger) *replica {
 	t.Helper()
 	db := b.openDB(t)
-	if sweep == nil {
-		sweep = postgres.NewSweepStore(db)
+	sweeper, err := postgres.NewSweeper(db, postgres.SweepConfig{BatchSize: 25}, logger)
+	require.NoError(t, err)
+	var sw jobs.Sweeper = sweeper
+	if wrap != nil {
+		sw = wrap(sw)
 	}
 	lake, err := jobs.ParseSchedule(jobs.DefaultLakeSchedule)
 	require.NoError(t, err)
-	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: sweep, Config: retention.SweepConfig{BatchSize: 25}}, nil,
-		jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Work: work, TickInterval: time.Hour, Logger: logger})
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = svc.Stop(ctx)
-	})
-	return svc
+	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: work, Sweeper: sw,
+		Config: jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Logger: logger},
+		River:  riverjobs.Config{TickInterval: time.Hour}})
+	return &replica{Service: svc, queue: queue}
 }
 
 // dataset creates a dataset with rows 1 to 24 months old (a row a month), and returns its id.
@@ -131,7 +140,7 @@ func (b *testBundle) rowCount(t *testing.T, id string) int {
 }
 
 // waitForRun waits until the run ends, woken by River's job events rather than by polling on a timer.
-func waitForRun(t *testing.T, b *testBundle, svcs []*jobs.Service, runID string) *jobs.Run {
+func waitForRun(t *testing.T, b *testBundle, svcs []*replica, runID string) *catalog.Run {
 	t.Helper()
 	events := make(chan *river.Event, 100)
 	for _, svc := range svcs {
@@ -149,7 +158,7 @@ func waitForRun(t *testing.T, b *testBundle, svcs []*jobs.Service, runID string)
 	for {
 		run, err := svcs[0].FindRun(ctx, scope, runID)
 		require.NoError(t, err)
-		if run.Status == jobs.StatusSucceeded || run.Status == jobs.StatusFailed || run.Status == jobs.StatusPartial {
+		if run.Status == catalog.StatusSucceeded || run.Status == catalog.StatusFailed || run.Status == catalog.StatusPartial {
 			return run
 		}
 		select {
@@ -161,7 +170,7 @@ func waitForRun(t *testing.T, b *testBundle, svcs []*jobs.Service, runID string)
 }
 
 // jobEvents returns a channel that receives the end of every job of the kind on the replicas.
-func jobEvents(t *testing.T, svcs []*jobs.Service, kind string) <-chan *river.Event {
+func jobEvents(t *testing.T, svcs []*replica, kind string) <-chan *river.Event {
 	t.Helper()
 	out := make(chan *river.Event, 100)
 	for _, svc := range svcs {
@@ -216,7 +225,7 @@ func TestScheduledSlotRunsOnceAcrossReplicas(t *testing.T) {
 
 	// Both replicas reach the Sunday 03:00 slot, with clocks a few seconds apart.
 	var wg sync.WaitGroup
-	for i, svc := range []*jobs.Service{a, c, a, c} {
+	for i, svc := range []*replica{a, c, a, c} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -247,19 +256,19 @@ func TestRunDeletesExpiredRowsAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
-	workers := []*jobs.Service{b.replica(t, true, nil), b.replica(t, true, nil)}
+	workers := []*replica{b.replica(t, true, nil), b.replica(t, true, nil)}
 	b.clock.Set(b.clock.Now().Add(time.Hour))
 	releases := jobEvents(t, workers, "retention_release")
-	run, err := workers[0].StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	run, err := workers[0].StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
-	require.Equal(t, jobs.TriggerManual, run.Trigger)
+	require.Equal(t, catalog.TriggerManual, run.Trigger)
 	run = waitForRun(t, b, workers, run.ID)
 	var dropped int
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT partition_name) FROM retention_deletions
 		WHERE run_id = $1 AND dropped`, run.ID).Scan(&dropped))
 	require.Positive(t, dropped, "the run dropped whole partitions")
 	waitUntilReleased(t, b, releases)
-	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	require.Equal(t, catalog.StatusSucceeded, run.Status)
 	// Rows 1 to 24 months old, and 30 days of grace that every row has passed: 3M keeps 2 rows, 6M 5, 12M 11.
 	for i, keep := range []int{2, 5, 11} {
 		require.Equal(t, keep, b.rowCount(t, ids[i]), "dataset %d", i)
@@ -267,7 +276,7 @@ func TestRunDeletesExpiredRowsAcrossReplicas(t *testing.T) {
 	require.Equal(t, 3, run.DatasetsDone)
 	require.EqualValues(t, 22+19+13, run.RowsDeleted)
 	for i, ds := range run.Datasets {
-		require.Equal(t, jobs.StatusSucceeded, ds.Status, "dataset %d", i)
+		require.Equal(t, catalog.StatusSucceeded, ds.Status, "dataset %d", i)
 	}
 
 	var events int
@@ -290,10 +299,10 @@ func TestDryRunCountsWithoutDeleting(t *testing.T) {
 	b := setup(t)
 	id := b.dataset(t, "a", "P6M")
 	w := b.replica(t, true, nil)
-	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DryRun: true})
+	run, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{DryRun: true})
 	require.NoError(t, err)
-	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
-	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	run = waitForRun(t, b, []*replica{w}, run.ID)
+	require.Equal(t, catalog.StatusSucceeded, run.Status)
 	require.EqualValues(t, 19, run.RowsDeleted, "rows a real run would delete")
 	preview, err := postgres.NewPreviewService(b.db, retention.Period{Days: 30}).Preview(context.Background(), b.caller, id, catalog.LakeHouse, nil, true)
 	require.NoError(t, err)
@@ -303,9 +312,9 @@ func TestDryRunCountsWithoutDeleting(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE action = 'Expire'`).Scan(&events))
 	require.Zero(t, events, "dry runs write no audit events")
 
-	real, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	real, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{DatasetIDs: []string{id}})
 	require.NoError(t, err)
-	real = waitForRun(t, b, []*jobs.Service{w}, real.ID)
+	real = waitForRun(t, b, []*replica{w}, real.ID)
 	require.Equal(t, run.RowsDeleted, real.RowsDeleted, "a dry run counts exactly what a run deletes")
 }
 
@@ -314,32 +323,31 @@ func TestManualRunConflicts(t *testing.T) {
 	b := setup(t)
 	id := b.dataset(t, "a", "P6M")
 	queueOnly := b.replica(t, false, nil)
-	first, err := queueOnly.StartRun(context.Background(), b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	first, err := queueOnly.StartRun(context.Background(), b.caller, catalog.RunRequest{DatasetIDs: []string{id}})
 	require.NoError(t, err)
-	_, err = queueOnly.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	_, err = queueOnly.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(err))
 	require.Contains(t, err.Error(), first.ID)
 	other := *b.caller
 	other.Org = "ORG2@AdobeOrg"
-	_, err = queueOnly.StartRun(context.Background(), &other, jobs.RunRequest{DatasetIDs: []string{id}})
+	_, err = queueOnly.StartRun(context.Background(), &other, catalog.RunRequest{DatasetIDs: []string{id}})
 	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "another org's dataset is not found")
 }
 
-// blockingSweep holds the first batch delete of a run until released, so the test can act while a run is in
-// progress.
+// blockingSweep holds the run's own part until released, so the test can act while a run is in progress.
 type blockingSweep struct {
-	retention.SweepStore
+	jobs.Sweeper
 	once     sync.Once
 	reached  chan struct{}
 	released chan struct{}
 }
 
-func (s *blockingSweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, part string, from, to int64) (map[string]int64, error) {
+func (s *blockingSweep) RunPart(ctx context.Context, plan *catalog.Plan) (catalog.RunPart, error) {
 	s.once.Do(func() {
 		close(s.reached)
 		<-s.released
 	})
-	return s.SweepStore.DeleteBlocks(ctx, sw, part, from, to)
+	return s.Sweeper.RunPart(ctx, plan)
 }
 
 func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
@@ -348,9 +356,9 @@ func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
 	id := b.dataset(t, "a", "P4M")
 	// A month on, December's partition holds an expired row and live ones: the run walks it, and blocks there.
 	b.clock.Set(b.clock.Now().AddDate(0, 1, 1))
-	block := &blockingSweep{SweepStore: postgres.NewSweepStore(b.db), reached: make(chan struct{}), released: make(chan struct{})}
-	w := b.replica(t, true, block)
-	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	block := &blockingSweep{reached: make(chan struct{}), released: make(chan struct{})}
+	w := b.replica(t, true, func(sw jobs.Sweeper) jobs.Sweeper { block.Sweeper = sw; return block })
+	run, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
 	<-block.reached
 	ctx := context.Background()
@@ -365,8 +373,8 @@ func TestIngestionAndReadsProceedDuringARun(t *testing.T) {
 	_, err = b.datasets.FindDatasetByID(ctx, b.caller, id)
 	require.NoError(t, err)
 	close(block.released)
-	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
-	require.Equal(t, jobs.StatusSucceeded, run.Status)
+	run = waitForRun(t, b, []*replica{w}, run.ID)
+	require.Equal(t, catalog.StatusSucceeded, run.Status)
 	require.Equal(t, 3, b.rowCount(t, id), "the row stored during the run is kept")
 }
 
@@ -387,12 +395,12 @@ func TestProfileRunHasNoGrace(t *testing.T) {
 	}, catalog.IngestOptions{})
 	require.NoError(t, err)
 	w := b.replica(t, true, nil)
-	lake, err := w.StartRun(ctx, b.caller, jobs.RunRequest{Store: catalog.LakeHouse})
+	lake, err := w.StartRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse})
 	require.NoError(t, err)
-	require.Equal(t, jobs.StatusSucceeded, waitForRun(t, b, []*jobs.Service{w}, lake.ID).Status)
-	profile, err := w.StartRun(ctx, b.caller, jobs.RunRequest{Store: catalog.Profile})
+	require.Equal(t, catalog.StatusSucceeded, waitForRun(t, b, []*replica{w}, lake.ID).Status)
+	profile, err := w.StartRun(ctx, b.caller, catalog.RunRequest{Store: catalog.Profile})
 	require.NoError(t, err)
-	profile = waitForRun(t, b, []*jobs.Service{w}, profile.ID)
+	profile = waitForRun(t, b, []*replica{w}, profile.ID)
 	require.EqualValues(t, 1, profile.RowsDeleted, "the profile store deletes at once: no ingestion grace")
 	var lakeRows, profileRows int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM lake_rows), (SELECT count(*) FROM profile_rows)`).Scan(&lakeRows, &profileRows))
@@ -404,15 +412,15 @@ func TestOverdueAndHistory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	store := postgres.NewRunStore(b.db)
+	store := postgres.NewRunRepository(b.db)
 	id := b.dataset(t, "a", "P6M")
 	n, err := store.Overdue(ctx, catalog.LakeHouse, b.clock.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a dataset with rows and no successful run since the cutoff is overdue")
 	w := b.replica(t, true, nil)
-	run, err := w.StartRun(ctx, b.caller, jobs.RunRequest{DatasetIDs: []string{id}})
+	run, err := w.StartRun(ctx, b.caller, catalog.RunRequest{DatasetIDs: []string{id}})
 	require.NoError(t, err)
-	waitForRun(t, b, []*jobs.Service{w}, run.ID)
+	waitForRun(t, b, []*replica{w}, run.ID)
 	n, err = store.Overdue(ctx, catalog.LakeHouse, b.clock.Now().Add(-time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, n, "a successful run clears it")
@@ -428,22 +436,23 @@ func TestOverdueAndHistory(t *testing.T) {
 	require.Equal(t, 1, audit, "pruning run history keeps the audit events")
 }
 
-// panickySweep panics in the first batch delete, as a bug in a job would.
+// panickySweep panics in the run's first part, as a bug in a job would. (A panic in one of the sweep's own worker
+// goroutines becomes the job's error too: postgres' TestSweepWorkerPanicIsAnError.)
 type panickySweep struct {
-	retention.SweepStore
+	jobs.Sweeper
 	once sync.Once
 }
 
-func (s *panickySweep) DeleteBlocks(ctx context.Context, sw retention.Sweep, part string, from, to int64) (map[string]int64, error) {
+func (s *panickySweep) RunPart(ctx context.Context, plan *catalog.Plan) (catalog.RunPart, error) {
 	s.once.Do(func() { panic("bug in a batch") })
-	return s.SweepStore.DeleteBlocks(ctx, sw, part, from, to)
+	return s.Sweeper.RunPart(ctx, plan)
 }
 
 func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := b.dataset(t, "a", "P2M")
-	w := b.replica(t, true, &panickySweep{SweepStore: postgres.NewSweepStore(b.db)})
+	w := b.replica(t, true, func(sw jobs.Sweeper) jobs.Sweeper { return &panickySweep{Sweeper: sw} })
 	failed, cancel := w.Client().Subscribe(river.EventKindJobFailed)
 	t.Cleanup(cancel)
 	// A month on, shorten the TTL: December's partition holds a row placed under P2M that P30D has expired, so the
@@ -453,12 +462,12 @@ func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
 	require.NoError(t, err)
-	run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{})
+	run, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
 	ev := <-failed
 	require.Contains(t, fmt.Sprint(ev.Job.Errors), "bug in a batch", "the panic is recorded on the job")
-	run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
-	require.Equal(t, jobs.StatusSucceeded, run.Status, "the retry finishes the run")
+	run = waitForRun(t, b, []*replica{w}, run.ID)
+	require.Equal(t, catalog.StatusSucceeded, run.Status, "the retry finishes the run")
 	require.Zero(t, b.rowCount(t, id), "every row is at least a month old, past P30D")
 }
 
@@ -468,14 +477,10 @@ func TestRunMetrics(t *testing.T) {
 	b.dataset(t, "a", "P6M")
 	reg := prometheus.NewRegistry()
 	db := b.openDB(t)
-	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)},
-		jobs.NewMetrics(reg, func() float64 { return 7 }), jobs.Config{Work: true})
+	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: true, Metrics: jobs.NewMetrics(reg, func() float64 { return 7 })})
+	run, err := svc.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
-	require.NoError(t, svc.Start(context.Background()))
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
-	run, err := svc.StartRun(context.Background(), b.caller, jobs.RunRequest{})
-	require.NoError(t, err)
-	require.Equal(t, jobs.StatusSucceeded, waitForRun(t, b, []*jobs.Service{svc}, run.ID).Status)
+	require.Equal(t, catalog.StatusSucceeded, waitForRun(t, b, []*replica{{Service: svc, queue: queue}}, run.ID).Status)
 
 	got := map[string]float64{}
 	families, err := reg.Gather()
@@ -509,7 +514,7 @@ func TestStartupReleaseDropsOnlyOldLeftovers(t *testing.T) {
 		require.NoError(t, err)
 	}
 	svc := b.replica(t, true, nil)
-	releases := jobEvents(t, []*jobs.Service{svc}, "retention_release")
+	releases := jobEvents(t, []*replica{svc}, "retention_release")
 	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
@@ -581,10 +586,10 @@ func TestRunLogsEachDataset(t *testing.T) {
 	b.clock.Set(b.clock.Now().Add(time.Hour))
 
 	for _, dryRun := range []bool{true, false} {
-		run, err := w.StartRun(context.Background(), b.caller, jobs.RunRequest{DryRun: dryRun})
+		run, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{DryRun: dryRun})
 		require.NoError(t, err)
-		run = waitForRun(t, b, []*jobs.Service{w}, run.ID)
-		require.Equal(t, jobs.StatusSucceeded, run.Status)
+		run = waitForRun(t, b, []*replica{w}, run.ID)
+		require.Equal(t, catalog.StatusSucceeded, run.Status)
 		lines := log.datasetLines(t, run.ID)
 		require.Len(t, lines, len(ids), "dry run %v: one line per dataset", dryRun)
 		for id, rows := range want {

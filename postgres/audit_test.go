@@ -16,8 +16,8 @@ import (
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/riverjobs"
 )
 
 // auditBundle is a database, its audit service and an org whose events the test writes, with a clock it sets.
@@ -332,7 +332,7 @@ func TestAuditAppendOnly(t *testing.T) {
 		n, err := postgres.MigrateUp(ctx, appDB.Pool)
 		require.NoError(t, err)
 		require.Zero(t, n)
-		require.NoError(t, jobs.Migrate(ctx, appDB.Pool))
+		require.NoError(t, riverjobs.Migrate(ctx, appDB.Pool))
 
 		appDB.Now = func() time.Time { return time.Now().UTC() }
 		datasets, rows := postgres.NewDatasetService(appDB), postgres.NewRowService(appDB, 0)

@@ -73,3 +73,32 @@ func plannedRelations(ctx context.Context, tx pgx.Tx, query string, args []any) 
 	slices.Sort(names)
 	return names, nil
 }
+
+// The sweep's steps, for tests that drive a sweep directly rather than through the port (jobs.Sweeper).
+
+// DropPartitions is dropPartitions.
+func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
+	return w.dropPartitions(ctx, s)
+}
+
+// SweepPlaced is sweepPlaced.
+func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
+	return w.sweepPlaced(ctx, s)
+}
+
+// SweepDataset is sweepDataset.
+func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
+	return w.sweepDataset(ctx, s, datasetID)
+}
+
+// Store returns the statements the sweeper drives.
+func (w *Sweeper) Store() *sweepStore { return w.store }
+
+// MustSweeper is NewSweeper for a configuration the test knows to be valid.
+func MustSweeper(db *DB, cfg SweepConfig) *Sweeper {
+	w, err := NewSweeper(db, cfg, nil)
+	if err != nil {
+		panic(err)
+	}
+	return w
+}

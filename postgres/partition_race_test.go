@@ -63,12 +63,8 @@ func (b *sweepBundle) partitionsOf(t *testing.T, id string) []string {
 // drop drops the named partitions as a run's drop phase does, and returns its error: the lock timeout when a
 // request holds what the drop needs.
 func (b *partitionsBundle) drop(names ...string) error {
-	parts := make([]retention.Partition, 0, len(names))
-	for _, n := range names {
-		parts = append(parts, retention.Partition{Name: n})
-	}
-	sw := retention.Sweep{RunID: b.run, Store: string(catalog.LakeHouse), At: b.now}
-	_, err := b.sweeper.Store.DropPartitions(context.Background(), sw, parts, 100*time.Millisecond)
+	sw := postgres.Sweep{RunID: b.run, Store: catalog.LakeHouse, At: b.now}
+	_, err := b.sweeper.Store().DropPartitions(context.Background(), sw, names, 100*time.Millisecond)
 	return err
 }
 
@@ -237,10 +233,10 @@ func TestRunDropsPartitionsLeftEmpty(t *testing.T) {
 	require.NoError(t, b.datasets.DeleteDataset(context.Background(), b.caller, gone))
 
 	b.startRun(t, "00000000-0000-0000-0000-0000000000f2", retention.Period{})
-	res, err := b.sweeper.DropPartitions(context.Background(), retention.Sweep{RunID: "00000000-0000-0000-0000-0000000000f2",
-		Store: string(catalog.LakeHouse), At: b.now})
+	res, err := b.sweeper.DropPartitions(context.Background(), postgres.Sweep{RunID: "00000000-0000-0000-0000-0000000000f2",
+		Store: catalog.LakeHouse, At: b.now})
 	require.NoError(t, err)
-	require.Equal(t, retention.SweepResult{Rows: 2, Partitions: 2}, res.Datasets[gone], "the deleted dataset's rows ahead went with their partitions")
+	require.Equal(t, postgres.SweepResult{Rows: 2, Partitions: 2}, res.Datasets[gone], "the deleted dataset's rows ahead went with their partitions")
 	require.Len(t, res.Dropped, 3, "June's and December's, and March's, left empty")
 	require.Equal(t, []string{"lake_rows_p202501"}, b.attached(t), "January's partition holds a live row")
 	b.requireCountersExact(t)
@@ -294,7 +290,7 @@ func TestRequestsBesideRunsThatDropPartitions(t *testing.T) {
 	loop("run", func(i int) error {
 		runID := fmt.Sprintf("00000000-0000-0000-0001-%012d", i)
 		b.startRun(t, runID, retention.Period{})
-		sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now}
+		sw := postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now}
 		placed, err := b.sweeper.SweepPlaced(ctx, sw)
 		if err != nil {
 			return err

@@ -9,11 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/retention"
 )
 
-// PreviewService implements jobs.PreviewService.
+// PreviewService implements catalog.PreviewService.
 type PreviewService struct {
 	db *DB
 	// LakeGrace is the ingestion grace of the lake store, as the runs apply it.
@@ -28,7 +27,7 @@ func NewPreviewService(db *DB, lakeGrace retention.Period) *PreviewService {
 // sampleAbove is the row count above which the distribution is estimated from a 1% sample instead of counted.
 const sampleAbove = 200_000
 
-var _ jobs.PreviewService = (*PreviewService)(nil)
+var _ catalog.PreviewService = (*PreviewService)(nil)
 
 // Preview counts the rows a run at now would delete from the store of the dataset if its TTL became ttl from now
 // (useCurrent: the TTL it has). The count is exact and uses the same rule as a run: rows already expired stay
@@ -42,9 +41,9 @@ var _ jobs.PreviewService = (*PreviewService)(nil)
 // It reads in one snapshot taken after locking the store's parent table against detaching (ACCESS SHARE, which
 // only DDL waits for): a run cannot drop a partition between the counters and the rows read here, so the count is
 // that of one state of the store, and every partition the counters name is there to be read.
-func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (_ *jobs.Preview, err error) {
+func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (_ *catalog.Preview, err error) {
 	defer outage(&err)
-	p := &jobs.Preview{At: s.db.now()}
+	p := &catalog.Preview{At: s.db.now()}
 	q := previewQuestion{store: store, at: p.At}
 	if store == catalog.LakeHouse {
 		q.grace = s.LakeGrace
@@ -278,7 +277,7 @@ func settingsByID(ctx context.Context, tx pgx.Tx, datasetID string, store catalo
 	return out, err
 }
 
-func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store catalog.Store, datasetID string, parts partitionFilter, p *jobs.Preview) error {
+func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store catalog.Store, datasetID string, parts partitionFilter, p *catalog.Preview) error {
 	sample, scale := "", 1.0
 	if p.RowCount > sampleAbove {
 		sample, scale, p.Estimated = " TABLESAMPLE SYSTEM (1)", 100, true
@@ -288,7 +287,7 @@ func (s *PreviewService) distribution(ctx context.Context, tx pgx.Tx, store cata
 	if err != nil {
 		return fmt.Errorf("row distribution: %w", err)
 	}
-	var b jobs.AgeBucket
+	var b catalog.AgeBucket
 	_, err = pgx.ForEachRow(rows, []any{&b.Month, &b.Rows}, func() error {
 		b.Rows = int64(float64(b.Rows) * scale)
 		p.Distribution = append(p.Distribution, b)

@@ -11,22 +11,21 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/retention"
 )
 
-// RunStore keeps retention runs, their per-dataset parts and the ledger of what they removed.
-type RunStore struct{ db *DB }
+// RunRepository keeps retention runs, their per-dataset parts and the ledger of what they removed.
+type RunRepository struct{ db *DB }
 
-// NewRunStore returns a RunStore on db.
-func NewRunStore(db *DB) *RunStore { return &RunStore{db: db} }
+// NewRunRepository returns a RunRepository on db.
+func NewRunRepository(db *DB) *RunRepository { return &RunRepository{db: db} }
 
 // Now returns the store's clock reading, so the scheduler and the runs share one clock.
-func (s *RunStore) Now() time.Time { return s.db.now() }
+func (s *RunRepository) Now() time.Time { return s.db.now() }
 
 // LastSlot returns the last slot the store's schedule ran. A fresh installation starts its schedule at now, so it
 // has no missed slot to catch up.
-func (s *RunStore) LastSlot(ctx context.Context, store catalog.Store, now time.Time) (time.Time, error) {
+func (s *RunRepository) LastSlot(ctx context.Context, store catalog.Store, now time.Time) (time.Time, error) {
 	var last time.Time
 	err := s.db.Pool.QueryRow(ctx, `
 WITH ins AS (INSERT INTO retention_schedule (store, last_slot) VALUES ($1, $2) ON CONFLICT (store) DO NOTHING RETURNING last_slot)
@@ -41,7 +40,7 @@ SELECT last_slot FROM ins UNION ALL SELECT last_slot FROM retention_schedule WHE
 // this safe when replicas, restarts or clocks a few seconds apart try the same slot. While an earlier run of the store
 // is still in progress the slot waits (a run never overlaps the previous one), and is created by a later tick.
 // Returns the run id ("" when the slot waits) and whether this call created it.
-func (s *RunStore) CreateScheduledRun(ctx context.Context, store catalog.Store, slot time.Time, grace retention.Period) (string, bool, error) {
+func (s *RunRepository) CreateScheduledRun(ctx context.Context, store catalog.Store, slot time.Time, grace retention.Period) (string, bool, error) {
 	now := s.db.now()
 	id := uuid.NewString()
 	created, waiting := false, false
@@ -90,7 +89,7 @@ ORDER BY created_at LIMIT 1`
 
 // CreateManualRun creates a manual run in the caller's scope, refusing with ECONFLICT when a run in progress already
 // covers any of the same datasets.
-func (s *RunStore) CreateManualRun(ctx context.Context, c *catalog.Caller, req jobs.RunRequest, grace retention.Period) (_ string, err error) {
+func (s *RunRepository) CreateManualRun(ctx context.Context, c *catalog.Caller, req catalog.RunRequest, grace retention.Period) (_ string, err error) {
 	defer outage(&err)
 	now := s.db.now()
 	id := uuid.NewString()
@@ -132,29 +131,29 @@ VALUES ($1, $2, 'manual', $3, $4, $5, $6, 'pending', $7, $8::interval, $7)`,
 // PrepareRun lists the run's datasets on its first call (every dataset of the store with rows, or with its rows
 // left over after a deletion, within the run's scope) and marks it running; later calls return what is left. It is
 // idempotent, so a job retried after a crash picks up where the run stopped.
-func (s *RunStore) PrepareRun(ctx context.Context, runID string) (*jobs.Plan, error) {
-	plan := &jobs.Plan{}
+func (s *RunRepository) PrepareRun(ctx context.Context, runID string) (*catalog.Plan, error) {
+	plan := &catalog.Plan{RunID: runID}
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		var status, store string
 		var org, sandbox *string
 		var ids []string
-		g := &plan.Sweep.Grace
+		g := &plan.Grace
 		err := tx.QueryRow(ctx, `SELECT status, store, org_id, sandbox_name, dataset_ids, dry_run, evaluated_at,
 			date_part('year', grace)::bigint, date_part('month', grace)::bigint, date_part('day', grace)::bigint
 			FROM retention_runs WHERE id = $1 FOR UPDATE`, runID).
-			Scan(&status, &store, &org, &sandbox, &ids, &plan.DryRun, &plan.Sweep.At, &g.Years, &g.Months, &g.Days)
+			Scan(&status, &store, &org, &sandbox, &ids, &plan.DryRun, &plan.At, &g.Years, &g.Months, &g.Days)
 		if err != nil {
 			return translate(err, "run "+runID+" was not found")
 		}
-		plan.Sweep.RunID, plan.Sweep.Store = runID, store
-		if status == jobs.StatusPending {
+		plan.Store = catalog.Store(store)
+		if status == catalog.StatusPending {
 			if err := listRunDatasets(ctx, tx, runID, store, org, sandbox, ids, s.db.now()); err != nil {
 				return err
 			}
 		}
 		if org != nil {
-			plan.Sweep.Datasets = map[string]bool{}
-			if err := scopeDatasets(ctx, tx, runID, plan.Sweep.Datasets); err != nil {
+			plan.Scope = map[string]bool{}
+			if err := scopeDatasets(ctx, tx, runID, plan.Scope); err != nil {
 				return err
 			}
 		}
@@ -167,10 +166,6 @@ func (s *RunStore) PrepareRun(ctx context.Context, runID string) (*jobs.Plan, er
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prepare run %s: %w", runID, err)
-	}
-	if plan.DryRun {
-		plan.Sweep.DryRun = true
-		plan.Sweep.Accounted = map[string]bool{}
 	}
 	return plan, nil
 }
@@ -211,7 +206,7 @@ ON CONFLICT DO NOTHING`, runID, store, org, sandbox, idFilter)
 }
 
 // MarkDatasetStarted records when a dataset's part began.
-func (s *RunStore) MarkDatasetStarted(ctx context.Context, runID, datasetID string) error {
+func (s *RunRepository) MarkDatasetStarted(ctx context.Context, runID, datasetID string) error {
 	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_run_datasets SET status = 'running', started_at = COALESCE(started_at, $3)
 		WHERE run_id = $1 AND dataset_id = $2 AND status = 'pending'`, runID, datasetID, s.db.now())
 	return err
@@ -220,15 +215,15 @@ func (s *RunStore) MarkDatasetStarted(ctx context.Context, runID, datasetID stri
 // FinishDataset ends a dataset's part of a run in one transaction: its status, its Expire audit event built from the
 // ledger (so counts are exact across interruptions), its lastCompleted, and the run's progress and final status.
 // Calling it again for a part already finished does nothing.
-func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, out jobs.Outcome) (*jobs.Finished, error) {
+func (s *RunRepository) FinishDataset(ctx context.Context, runID, datasetID string, out catalog.Outcome) (*catalog.Finished, error) {
 	now := s.db.now()
-	var fin *jobs.Finished
+	var fin *catalog.Finished
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		part, err := finishPart(ctx, tx, runID, datasetID, out, now)
 		if err != nil {
 			return err
 		}
-		fin = &jobs.Finished{Parts: part}
+		fin = &catalog.Finished{Parts: part}
 		fin.Run, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})
@@ -238,21 +233,21 @@ func (s *RunStore) FinishDataset(ctx context.Context, runID, datasetID string, o
 // FinishDatasets ends, successfully and in one transaction, the parts of datasets that had nothing left to do after
 // the run's drops and boundary pass: one commit for all of them rather than one each, and a statement for each step
 // over all of them rather than one for each dataset (a run over 200 datasets finished in 146 ms one by one).
-func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*jobs.Finished, error) {
+func (s *RunRepository) FinishDatasets(ctx context.Context, runID string, datasetIDs []string) (*catalog.Finished, error) {
 	now := s.db.now()
-	var fin *jobs.Finished
+	var fin *catalog.Finished
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		parts, err := lockOpenParts(ctx, tx, runID, datasetIDs)
 		if err != nil {
 			return err
 		}
-		if err := markParts(ctx, tx, runID, parts, jobs.StatusSucceeded, "", nil, now); err != nil {
+		if err := markParts(ctx, tx, runID, parts, catalog.StatusSucceeded, "", nil, now); err != nil {
 			return err
 		}
-		if err := recordExpires(ctx, tx, runID, parts, jobs.StatusSucceeded, "", now); err != nil {
+		if err := recordExpires(ctx, tx, runID, parts, catalog.StatusSucceeded, "", now); err != nil {
 			return err
 		}
-		fin = &jobs.Finished{Parts: partEnds(parts, jobs.StatusSucceeded, "", now)}
+		fin = &catalog.Finished{Parts: partEnds(parts, catalog.StatusSucceeded, "", now)}
 		fin.Run, err = finishRunIfDone(ctx, tx, runID, now)
 		return err
 	})
@@ -260,10 +255,10 @@ func (s *RunStore) FinishDatasets(ctx context.Context, runID string, datasetIDs 
 }
 
 // partEnds reports how the parts ended, with what the ledger says each removed.
-func partEnds(parts []openPart, status, errText string, now time.Time) []jobs.PartEnd {
-	ends := make([]jobs.PartEnd, 0, len(parts))
+func partEnds(parts []openPart, status, errText string, now time.Time) []catalog.PartEnd {
+	ends := make([]catalog.PartEnd, 0, len(parts))
 	for _, p := range parts {
-		end := jobs.PartEnd{DatasetID: p.datasetID, Status: status, Error: errText, Rows: p.rows, PartitionsDropped: p.dropped}
+		end := catalog.PartEnd{DatasetID: p.datasetID, Status: status, Error: errText, Rows: p.rows, PartitionsDropped: p.dropped}
 		if p.started != nil {
 			end.Duration = now.Sub(*p.started)
 		}
@@ -331,7 +326,7 @@ func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPar
 			ids, stores = append(ids, p.datasetID), append(stores, p.store)
 		}
 	}
-	if status == jobs.StatusSucceeded && len(ids) > 0 {
+	if status == catalog.StatusSucceeded && len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `UPDATE row_expirations e SET last_completed_at = $3
 		FROM unnest($1::text[], $2::text[]) AS c (dataset_id, store) WHERE e.dataset_id = c.dataset_id AND e.store = c.store`,
 			ids, stores, now); err != nil {
@@ -355,14 +350,14 @@ func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPar
 
 // finishPart records how one dataset's part ended, with its Expire event, and reports it; a part already finished
 // is left as it is, and nothing is reported.
-func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out jobs.Outcome, now time.Time) ([]jobs.PartEnd, error) {
+func finishPart(ctx context.Context, tx pgx.Tx, runID, datasetID string, out catalog.Outcome, now time.Time) ([]catalog.PartEnd, error) {
 	parts, err := lockOpenParts(ctx, tx, runID, []string{datasetID})
 	if err != nil || len(parts) == 0 {
 		return nil, err
 	}
-	status, errText := jobs.StatusSucceeded, ""
+	status, errText := catalog.StatusSucceeded, ""
 	if out.Err != nil {
-		status, errText = jobs.StatusFailed, out.Err.Error()
+		status, errText = catalog.StatusFailed, out.Err.Error()
 	}
 	var counted any
 	if parts[0].dryRun {
@@ -395,7 +390,7 @@ func expireEvent(runID, datasetID string, p finishedPart, status, errText string
 		duration = now.Sub(*p.started).Milliseconds()
 	}
 	auditStatus := audit.StatusSuccess
-	if status != jobs.StatusSucceeded {
+	if status != catalog.StatusSucceeded {
 		auditStatus = audit.StatusFailure
 	}
 	return &audit.Event{
@@ -411,7 +406,7 @@ func expireEvent(runID, datasetID string, p finishedPart, status, errText string
 
 // finishRunIfDone counts the run's finished parts and, when this was the last, sets its final status; it returns how the
 // run ended, or nil while parts remain.
-func finishRunIfDone(ctx context.Context, tx pgx.Tx, runID string, now time.Time) (*jobs.RunEnd, error) {
+func finishRunIfDone(ctx context.Context, tx pgx.Tx, runID string, now time.Time) (*catalog.RunEnd, error) {
 	var status string
 	var started, finished *time.Time
 	err := tx.QueryRow(ctx, `
@@ -429,7 +424,7 @@ RETURNING r.status, r.started_at, r.finished_at`, runID, now).Scan(&status, &sta
 	if err != nil || finished == nil {
 		return nil, err
 	}
-	end := &jobs.RunEnd{Status: status}
+	end := &catalog.RunEnd{Status: status}
 	if started != nil {
 		end.Duration = finished.Sub(*started)
 	}
@@ -437,21 +432,21 @@ RETURNING r.status, r.started_at, r.finished_at`, runID, now).Scan(&status, &sta
 }
 
 // FinishEmptyRun ends a run that had no dataset to process.
-func (s *RunStore) FinishEmptyRun(ctx context.Context, runID string) error {
+func (s *RunRepository) FinishEmptyRun(ctx context.Context, runID string) error {
 	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_runs SET status = 'succeeded', finished_at = $2
 		WHERE id = $1 AND status = 'running' AND datasets_total = 0`, runID, s.db.now())
 	return err
 }
 
 // FailRun ends a run whose planning failed for good.
-func (s *RunStore) FailRun(ctx context.Context, runID string, cause error) error {
+func (s *RunRepository) FailRun(ctx context.Context, runID string, cause error) error {
 	_, err := s.db.Pool.Exec(ctx, `UPDATE retention_runs SET status = 'failed', error = $3, finished_at = $2
 		WHERE id = $1 AND status IN ('pending', 'running')`, runID, s.db.now(), cause.Error())
 	return err
 }
 
 // PruneHistory deletes runs that finished before cutoff, with their parts and ledger; audit events stay.
-func (s *RunStore) PruneHistory(ctx context.Context, cutoff time.Time) (int64, error) {
+func (s *RunRepository) PruneHistory(ctx context.Context, cutoff time.Time) (int64, error) {
 	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM retention_runs WHERE finished_at < $1`, cutoff)
 	if err != nil {
 		return 0, fmt.Errorf("prune run history: %w", err)
@@ -461,7 +456,7 @@ func (s *RunStore) PruneHistory(ctx context.Context, cutoff time.Time) (int64, e
 
 // Overdue counts the datasets with rows in the store whose last successful run finished before cutoff (or that never
 // had one and existed before it).
-func (s *RunStore) Overdue(ctx context.Context, store catalog.Store, cutoff time.Time) (int, error) {
+func (s *RunRepository) Overdue(ctx context.Context, store catalog.Store, cutoff time.Time) (int, error) {
 	var n int
 	err := s.db.Pool.QueryRow(ctx, `
 SELECT count(*) FROM datasets d JOIN row_expirations re ON re.dataset_id = d.id AND re.store = $1

@@ -8,10 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 )
-
-var _ jobs.Store = (*RunStore)(nil)
 
 // runScope keeps a caller to the runs it may see: every scheduled run, which covers every org and sandbox (so an org
 // with nothing to delete still sees that this week's run ran, with an empty part), the manual runs started in its
@@ -22,8 +19,8 @@ const runScope = `(r.trigger = 'schedule' OR (r.org_id = $1 AND r.sandbox_name =
 const runColumns = `r.id, r.store, r.trigger, r.scheduled_for, COALESCE(r.org_id, ''), COALESCE(r.sandbox_name, ''),
        r.dataset_ids, r.dry_run, r.status, r.evaluated_at, r.created_at, r.started_at, r.finished_at, COALESCE(r.error, '')`
 
-func scanRun(row pgx.Row) (*jobs.Run, error) {
-	var run jobs.Run
+func scanRun(row pgx.Row) (*catalog.Run, error) {
+	var run catalog.Run
 	var store string
 	err := row.Scan(&run.ID, &store, &run.Trigger, &run.ScheduledFor, &run.Org, &run.Sandbox, &run.DatasetIDs, &run.DryRun,
 		&run.Status, &run.EvaluatedAt, &run.CreatedAt, &run.StartedAt, &run.FinishedAt, &run.Error)
@@ -31,8 +28,8 @@ func scanRun(row pgx.Row) (*jobs.Run, error) {
 	return &run, err
 }
 
-// FindRun implements jobs.Store.
-func (s *RunStore) FindRun(ctx context.Context, c *catalog.Caller, id string) (_ *jobs.Run, err error) {
+// FindRun implements jobs.RunRepository.
+func (s *RunRepository) FindRun(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Run, err error) {
 	defer outage(&err)
 	if !isUUID(id) {
 		return nil, catalog.Invalid("invalid-run-id", "runId", "run id %q must be a UUID", id)
@@ -42,21 +39,21 @@ func (s *RunStore) FindRun(ctx context.Context, c *catalog.Caller, id string) (_
 	if err != nil {
 		return nil, translate(err, "run "+id+" was not found")
 	}
-	if err := s.attachParts(ctx, c, []*jobs.Run{run}); err != nil {
+	if err := s.attachParts(ctx, c, []*catalog.Run{run}); err != nil {
 		return nil, err
 	}
 	return run, nil
 }
 
-// FindRuns implements jobs.Store.
-func (s *RunStore) FindRuns(ctx context.Context, c *catalog.Caller, f jobs.RunFilter) (_ []*jobs.Run, err error) {
+// FindRuns implements jobs.RunRepository.
+func (s *RunRepository) FindRuns(ctx context.Context, c *catalog.Caller, f catalog.RunFilter) (_ []*catalog.Run, err error) {
 	defer outage(&err)
 	rows, err := s.db.Pool.Query(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope+`
 		ORDER BY r.created_at DESC, r.id LIMIT $3 OFFSET $4`, c.Org, c.Sandbox, f.Limit, f.Offset)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*jobs.Run, error) { return scanRun(row) })
+	runs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Run, error) { return scanRun(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -67,11 +64,11 @@ func (s *RunStore) FindRuns(ctx context.Context, c *catalog.Caller, f jobs.RunFi
 }
 
 // attachParts loads the caller's parts of the runs, with what the ledger says each removed, and the totals.
-func (s *RunStore) attachParts(ctx context.Context, c *catalog.Caller, runs []*jobs.Run) error {
+func (s *RunRepository) attachParts(ctx context.Context, c *catalog.Caller, runs []*catalog.Run) error {
 	if len(runs) == 0 {
 		return nil
 	}
-	byID := map[string]*jobs.Run{}
+	byID := map[string]*catalog.Run{}
 	ids := make([]string, 0, len(runs))
 	for _, r := range runs {
 		byID[r.ID] = r
@@ -91,7 +88,7 @@ ORDER BY rd.run_id, rd.dataset_id`, c.Org, c.Sandbox, ids)
 	defer rows.Close()
 	for rows.Next() {
 		var runID string
-		var p jobs.RunDataset
+		var p catalog.RunDataset
 		var counted *int64
 		if err := rows.Scan(&runID, &p.DatasetID, &p.Status, &p.TTLValue, &counted, &p.Error, &p.StartedAt, &p.FinishedAt,
 			&p.RowsDeleted, &p.PartitionsDropped); err != nil {
@@ -103,7 +100,7 @@ ORDER BY rd.run_id, rd.dataset_id`, c.Org, c.Sandbox, ids)
 		r := byID[runID]
 		r.Datasets = append(r.Datasets, p)
 		r.DatasetsTotal++
-		if p.Status == jobs.StatusSucceeded || p.Status == jobs.StatusFailed {
+		if p.Status == catalog.StatusSucceeded || p.Status == catalog.StatusFailed {
 			r.DatasetsDone++
 		}
 		r.RowsDeleted += p.RowsDeleted

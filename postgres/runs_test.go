@@ -10,7 +10,6 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -25,20 +24,20 @@ func TestFinishingPartsRecordsHowEachEnded(t *testing.T) {
 	for _, id := range []string{failed, ok1, ok2} {
 		b.ingestSeries(t, id, 5, 24*time.Hour) // a run takes only datasets with rows
 	}
-	runs := postgres.NewRunStore(b.db)
-	runID, err := runs.CreateManualRun(ctx, b.caller, jobs.RunRequest{Store: catalog.LakeHouse,
+	runs := postgres.NewRunRepository(b.db)
+	runID, err := runs.CreateManualRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse,
 		DatasetIDs: []string{failed, ok1, ok2}}, retention.Period{})
 	require.NoError(t, err)
 	_, err = runs.PrepareRun(ctx, runID)
 	require.NoError(t, err)
 	b.now = b.now.Add(time.Minute)
 
-	_, err = runs.FinishDataset(ctx, runID, failed, jobs.Outcome{Err: errors.New("disk on fire")})
+	_, err = runs.FinishDataset(ctx, runID, failed, catalog.Outcome{Err: errors.New("disk on fire")})
 	require.NoError(t, err)
 	fin, err := runs.FinishDatasets(ctx, runID, []string{ok1, ok2})
 	require.NoError(t, err)
 	require.NotNil(t, fin.Run)
-	require.Equal(t, jobs.StatusPartial, fin.Run.Status)
+	require.Equal(t, catalog.StatusPartial, fin.Run.Status)
 	require.Len(t, fin.Parts, 2, "both parts are reported")
 	again, err := runs.FinishDatasets(ctx, runID, []string{ok1, ok2})
 	require.NoError(t, err)

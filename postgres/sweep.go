@@ -15,13 +15,9 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-// SweepStore implements retention.SweepStore.
-type SweepStore struct{ db *DB }
-
-// NewSweepStore returns a SweepStore on db.
-func NewSweepStore(db *DB) *SweepStore { return &SweepStore{db: db} }
-
-var _ retention.SweepStore = (*SweepStore)(nil)
+// sweepStore holds the statements the sweep (sweeper.go) drives. Every method that removes rows records, in the
+// same transaction, how many rows of which dataset it removed, so that counts stay exact across interruptions.
+type sweepStore struct{ db *DB }
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
 // with a whole drop of partition p at $1 with grace $2: its dataset is live and either the partition's range has
@@ -49,7 +45,7 @@ LEFT JOIN ttl_settings h ON h.id = st.setting_id`
 // rows, as if it never ran, and the run's retry removes them again. The run's end, which writes the audit events
 // from the ledger, commits synchronously, and a flush carries every earlier commit of the log with it, so no
 // removal an audit event reports can be lost.
-func (s *SweepStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *sweepStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
@@ -60,7 +56,7 @@ func (s *SweepStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) 
 
 // sweepScope is the run's dataset scope as a query parameter: SQL NULL for every dataset (a nil slice would be
 // sent as an empty array, which matches none).
-func sweepScope(s retention.Sweep) any {
+func sweepScope(s Sweep) any {
 	if s.Datasets == nil {
 		return nil
 	}
@@ -71,10 +67,10 @@ func sweepScope(s retention.Sweep) any {
 	return ids
 }
 
-// DroppablePartitions implements retention.SweepStore. A partition whose range has not ended qualifies only when it
+// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep. A partition whose range has not ended qualifies only when it
 // holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
 // probe of the counters each, which stops at the first live group.
-func (s *SweepStore) DroppablePartitions(ctx context.Context, sw retention.Sweep) ([]retention.Partition, error) {
+func (s *sweepStore) DroppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
 WHERE part.store = $4
@@ -87,30 +83,26 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 	if err != nil {
 		return nil, fmt.Errorf("find droppable partitions: %w", err)
 	}
-	out := make([]retention.Partition, 0, len(names))
-	for _, n := range names {
-		out = append(out, retention.Partition{Name: n})
-	}
-	return out, nil
+	return names, nil
 }
 
-// DropPartitions implements retention.SweepStore. The partitions are locked first and re-checked under their locks,
+// DropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are still
+// deletable when re-checked under their locks, recording the rows of each dataset in each, and returns those rows
+// by partition name; a partition that no longer qualifies is absent. It waits at most lockTimeout for the locks; a
+// lock timeout is an error the caller retries. In a dry run it removes nothing and returns what it would have. The
+// partitions are locked first and re-checked under their locks,
 // since an ingestion may have added rows since they were listed; those that still qualify are detached from the
 // store and their rows written to the ledger in the same transaction, which is when their rows leave the store.
 // The detached tables wait, listed in detached_partitions, for DropDetached: the store's parent table is locked
 // only for the catalog change, and the run does not wait while the file system releases the files.
-func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, parts []retention.Partition, lockTimeout time.Duration) (map[string]map[string]int64, error) {
-	names := make([]string, 0, len(parts))
-	for _, p := range parts {
-		names = append(names, p.Name)
-	}
+func (s *sweepStore) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	var counts map[string]map[string]int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
 		if !sw.DryRun {
-			if err := lockPartitions(ctx, tx, catalog.Store(sw.Store), names); err != nil {
+			if err := lockPartitions(ctx, tx, sw.Store, names); err != nil {
 				return err
 			}
 		}
@@ -132,9 +124,10 @@ func (s *SweepStore) DropPartitions(ctx context.Context, sw retention.Sweep, par
 	return counts, nil
 }
 
-// DropDetached implements retention.SweepStore: it drops, in one transaction, every table detached_partitions lists
+// DropDetached drops the tables DropPartitions detached at or before detachedBy, and returns how many: this frees
+// their files. Their rows left the store, counted, when they were detached. It drops, in one transaction, every table detached_partitions lists
 // as detached by then that no other call is dropping.
-func (s *SweepStore) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error) {
+func (s *sweepStore) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error) {
 	var names []string
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
@@ -183,7 +176,7 @@ func lockPartitions(ctx context.Context, tx pgx.Tx, store catalog.Store, names [
 // droppableCounts returns, for each of the partitions that still has every row deletable, the rows of each dataset
 // in it, from the counters. A partition whose rows have all gone already is there with no datasets: it is dropped
 // too.
-func droppableCounts(ctx context.Context, tx pgx.Tx, sw retention.Sweep, names []string) (map[string]map[string]int64, error) {
+func droppableCounts(ctx context.Context, tx pgx.Tx, sw Sweep, names []string) (map[string]map[string]int64, error) {
 	rows, err := tx.Query(ctx, `
 SELECT part.name, st.dataset_id, sum(st.row_count)::bigint
 FROM row_partitions part LEFT JOIN row_stats st ON st.partition_name = part.name AND st.row_count > 0
@@ -218,8 +211,8 @@ SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $
 // event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
 // A detached table is named after its object id, which no other table has: a partition made again for the same
 // range can be detached again before the first one's table is released.
-func detachAndRecord(ctx context.Context, tx pgx.Tx, sw retention.Sweep, counts map[string]map[string]int64, now time.Time) error {
-	parent := pgx.Identifier{storeTable(catalog.Store(sw.Store))}.Sanitize()
+func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, counts map[string]map[string]int64, now time.Time) error {
+	parent := pgx.Identifier{storeTable(sw.Store)}.Sanitize()
 	names := slices.Collect(maps.Keys(counts))
 	oids, err := tableOIDs(ctx, tx, names)
 	if err != nil {
@@ -267,10 +260,10 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 	return oids, err
 }
 
-// DatasetPartitions implements retention.SweepStore: the partitions holding rows of the dataset that may be
+// DatasetPartitions lists the partitions holding rows of the dataset that may be
 // deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
 // has changed since (a shorter TTL, or one set where there was none).
-func (s *SweepStore) DatasetPartitions(ctx context.Context, sw retention.Sweep, datasetID string) ([]string, error) {
+func (s *sweepStore) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
@@ -290,8 +283,8 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 // last one any setting can have expired (retention.LastExpiredEvent; no bound where rows have overrides, whose
 // expiry does not follow their event time). The bound is a conjunct of its own so that it narrows the index scan
 // on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for every batch.
-func deletableRows(ctx context.Context, q querier, sw retention.Sweep, datasetID string) (cond string, args []any, none bool, err error) {
-	store := catalog.Store(sw.Store)
+func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (cond string, args []any, none bool, err error) {
+	store := sw.Store
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
     EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),
@@ -357,9 +350,9 @@ func hasOverrides(ctx context.Context, q querier, datasetID string, store catalo
 	return ok, nil
 }
 
-// DeleteBatch implements retention.SweepStore. The batch, the counters and the ledger commit together, in one
+// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many. The batch, the counters and the ledger commit together, in one
 // transaction (recordRemoved).
-func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datasetID, partition string, limit int) (int64, error) {
+func (s *sweepStore) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int) (int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
@@ -388,8 +381,8 @@ func (s *SweepStore) DeleteBatch(ctx context.Context, sw retention.Sweep, datase
 	return total, nil
 }
 
-// CountDeletable implements retention.SweepStore.
-func (s *SweepStore) CountDeletable(ctx context.Context, sw retention.Sweep, datasetID, partition string) (int64, error) {
+// CountDeletable counts the dataset's deletable rows in the partition, for dry runs.
+func (s *sweepStore) CountDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
@@ -404,8 +397,9 @@ func (s *SweepStore) CountDeletable(ctx context.Context, sw retention.Sweep, dat
 	return n, nil
 }
 
-// BoundaryPartitions implements retention.SweepStore.
-func (s *SweepStore) BoundaryPartitions(ctx context.Context, sw retention.Sweep) ([]retention.PlacedPartition, error) {
+// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
+// datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are.
+func (s *sweepStore) BoundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT p.name, sum(st.row_count)::bigint AS rows,
        coalesce(sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])), 0)::bigint AS scope_rows
@@ -417,11 +411,12 @@ ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw))
 	if err != nil {
 		return nil, fmt.Errorf("find boundary partitions: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[retention.PlacedPartition])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[placedPartition])
 }
 
-// PartitionSize implements retention.SweepStore.
-func (s *SweepStore) PartitionSize(ctx context.Context, partition string) (int64, float64, error) {
+// PartitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
+// boundary walk can cut it into block ranges of about BatchSize rows.
+func (s *sweepStore) PartitionSize(ctx context.Context, partition string) (int64, float64, error) {
 	var blocks int64
 	var perBlock float64
 	err := s.db.Pool.QueryRow(ctx, `
@@ -437,12 +432,13 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 	return blocks, perBlock, nil
 }
 
-// DeleteBlocks implements retention.SweepStore: one batch across the datasets in scope, with each dataset's counters
+// DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition, and
+// returns how many of each dataset: one batch across the datasets in scope, with each dataset's counters
 // and ledger row in the same transaction. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
 // Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
-func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, partition string, from, to int64) (map[string]int64, error) {
+func (s *sweepStore) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
@@ -450,7 +446,7 @@ func (s *SweepStore) DeleteBlocks(ctx context.Context, sw retention.Sweep, parti
       AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[]))
       AND (r.dataset_id = ANY($6::text[])
            OR (r.ingested_at + $4::interval <= $3
-               AND ` + expiredPredicate(catalog.Store(sw.Store), "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
+               AND ` + expiredPredicate(sw.Store, "$3::timestamptz", "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
 		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)") + `))
     RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
@@ -539,7 +535,7 @@ func recordRemoved(ctx context.Context, tx pgx.Tx, partition, runID string, now 
 }
 
 // deletedDatasets lists the datasets deleted by the sweep's time that still have rows in its store.
-func deletedDatasets(ctx context.Context, q querier, sw retention.Sweep) ([]string, error) {
+func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT d.id FROM datasets d WHERE d.deleted_at IS NOT NULL AND d.deleted_at <= $1
   AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
               WHERE st.dataset_id = d.id AND p.store = $2 AND st.row_count > 0)`, sw.At, sw.Store)
@@ -553,10 +549,10 @@ func deletedDatasets(ctx context.Context, q querier, sw retention.Sweep) ([]stri
 	return ids, err
 }
 
-// DatasetsWithLaterWork implements retention.SweepStore: of the datasets, those with rows in partitions placed at or
+// DatasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
 // before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
 // since placement, or their dataset was deleted).
-func (s *SweepStore) DatasetsWithLaterWork(ctx context.Context, sw retention.Sweep, datasetIDs []string) ([]string, error) {
+func (s *sweepStore) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
 WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
@@ -569,7 +565,7 @@ WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
 }
 
 // walked is the sweep's walked partitions as a query parameter (an empty array when none).
-func walked(sw retention.Sweep) []string {
+func walked(sw Sweep) []string {
 	names := make([]string, 0, len(sw.Walked))
 	for name := range sw.Walked {
 		names = append(names, name)

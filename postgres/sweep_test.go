@@ -23,7 +23,7 @@ type sweepBundle struct {
 	datasets *postgres.DatasetService
 	rows     *postgres.RowService
 	policies *postgres.PolicyService
-	sweeper  *retention.Sweeper
+	sweeper  *postgres.Sweeper
 	caller   *catalog.Caller
 	now      time.Time
 }
@@ -34,7 +34,7 @@ func setupSweep(t *testing.T) *sweepBundle {
 	b := &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
 		policies: postgres.NewPolicyService(db), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
 		caller: &catalog.Caller{User: "t", ClientID: "t", Org: "ORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}}
-	b.sweeper = &retention.Sweeper{Store: postgres.NewSweepStore(db), Config: retention.SweepConfig{BatchSize: 37}}
+	b.sweeper = postgres.MustSweeper(db, postgres.SweepConfig{BatchSize: 37})
 	db.Now = func() time.Time { return b.now }
 	// Wide limits, so that random TTLs and overrides are all allowed, -1 included.
 	for _, store := range catalog.Stores {
@@ -179,7 +179,7 @@ func (b *sweepBundle) sweep(t *testing.T, runID string, grace retention.Period, 
 	t.Helper()
 	ctx := context.Background()
 	b.startRun(t, runID, grace)
-	sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Grace: grace}
+	sw := postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now, Grace: grace}
 	removed := map[string]int64{}
 	if boundary {
 		placed, err := b.sweeper.SweepPlaced(ctx, sw)
@@ -217,8 +217,10 @@ func TestSweepDeletesExactlyTheDeletableRows(t *testing.T) {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
-			b.sweeper.Config.DropBatch = 1 + int(seed%3) // drops in batches of 1 to 3 partitions
-			b.sweeper.Config.Workers = 1 + int(seed/2)   // the walk after the drops, or beside them on 1 or 2 workers
+			b.sweeper = postgres.MustSweeper(b.db, postgres.SweepConfig{BatchSize: 37,
+				DropBatch: 1 + int(seed%3), // drops in batches of 1 to 3 partitions
+				Workers:   1 + int(seed/2), // the walk after the drops, or beside them on 1 or 2 workers
+			})
 			rng := rand.New(rand.NewPCG(seed, 99))
 			ids := b.randomScenario(t, rng)
 			grace := retention.Period{}
@@ -426,12 +428,12 @@ func TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows(t *testing.T) {
 		}
 		runID := fmt.Sprintf("00000000-0000-0000-0000-0000000000b%d", i)
 		b.startRun(t, runID, retention.Period{})
-		sw := retention.Sweep{RunID: runID, Store: string(catalog.LakeHouse), At: b.now, Datasets: map[string]bool{tc.scope: true}}
+		sw := postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now, Datasets: map[string]bool{tc.scope: true}}
 		placed, err := b.sweeper.SweepPlaced(ctx, sw)
 		require.NoError(t, err)
 		require.Equal(t, tc.wantWalked, placed.Walked[current], "%s: walked %v", tc.name, placed.Walked)
 		sw.Walked = placed.Walked
-		later, err := b.sweeper.Store.DatasetsWithLaterWork(ctx, sw, []string{tc.scope})
+		later, err := b.sweeper.Store().DatasetsWithLaterWork(ctx, sw, []string{tc.scope})
 		require.NoError(t, err)
 		for _, ds := range later {
 			_, err := b.sweeper.SweepDataset(ctx, sw, ds)
@@ -573,7 +575,7 @@ func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 func TestWorkersWalkOnePartitionTogether(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
-	b.sweeper.Config = retention.SweepConfig{BatchSize: 5, Workers: 4}
+	b.sweeper = postgres.MustSweeper(b.db, postgres.SweepConfig{BatchSize: 5, Workers: 4})
 	b.now = time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC)
 	var ids []string
 	for i := range 8 {

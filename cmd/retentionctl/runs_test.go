@@ -13,9 +13,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
-	"github.com/acme/retention/retention"
 )
 
 func TestRunsCommands(t *testing.T) {
@@ -23,10 +21,7 @@ func TestRunsCommands(t *testing.T) {
 	const secret = "runs-test-secret-of-at-least-32-bytes"
 	ctx := context.Background()
 	db := testdb.NewDB(t)
-	svc, err := jobs.New(db.Pool, postgres.NewRunStore(db), &retention.Sweeper{Store: postgres.NewSweepStore(db)}, nil, jobs.Config{Work: true})
-	require.NoError(t, err)
-	require.NoError(t, svc.Start(ctx))
-	t.Cleanup(func() { _ = svc.Stop(context.Background()) })
+	svc, _ := testdb.Jobs(t, db, testdb.JobsOptions{Work: true})
 	auth, err := httpapi.NewAuthenticator(ctx, secret, "", time.Now)
 	require.NoError(t, err)
 	datasets, rows := postgres.NewDatasetService(db), postgres.NewRowService(db, 0)

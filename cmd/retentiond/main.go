@@ -28,7 +28,7 @@ import (
 	"github.com/acme/retention/internal/pgcluster"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
-	"github.com/acme/retention/retention"
+	"github.com/acme/retention/riverjobs"
 )
 
 func main() { os.Exit(exitCode()) }
@@ -144,7 +144,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
-	if err := jobs.Migrate(ctx, jobsDB.Pool); err != nil {
+	if err := riverjobs.Migrate(ctx, jobsDB.Pool); err != nil {
 		return err
 	}
 	logger.Info("migrations applied", slog.Int("count", applied))
@@ -156,7 +156,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	for name, p := range map[string]*postgres.DB{"requests": db, "jobs": jobsDB, "health": pools.health} {
 		registry.MustRegister(pgxpoolprometheus.NewCollector(p.Pool, map[string]string{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
 	}
-	runs, schedules, err := newJobs(cfg, pools, registry, logger)
+	runs, queue, schedules, err := newJobs(cfg, pools, registry, logger)
 	if err != nil {
 		return err
 	}
@@ -166,25 +166,14 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 			return err
 		}
 	}
-	if err := runs.Start(ctx); err != nil {
+	if err := queue.Start(ctx, runs); err != nil {
 		return err
-	}
-	if cfg.Scheduler {
-		// The audit log's own retention, daily on every scheduler replica: each pass is idempotent and purges an org
-		// under its chain lock. It is a job: it works with the jobs' pool, and stops before the pools close.
-		auditCtx, stopAudit := context.WithCancel(ctx)
-		auditDone := make(chan struct{})
-		go func() {
-			defer close(auditDone)
-			(&audit.Retention{Purger: postgres.NewAuditService(jobsDB), Keep: cfg.AuditKeep, Now: jobsDB.Now, Logger: logger}).Run(auditCtx)
-		}()
-		defer func() { stopAudit(); <-auditDone }()
 	}
 	defer func() {
 		// Let the jobs in flight finish their current batch within the shutdown timeout; what is left resumes later.
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
-		if err := runs.Stop(stopCtx); err != nil {
+		if err := queue.Stop(stopCtx); err != nil {
 			logger.Warn("retention jobs did not stop in time", slog.Any("error", err))
 		}
 	}()
@@ -252,36 +241,33 @@ func (p *dbPools) close() {
 
 // newJobs builds the retention scheduler and workers on the jobs' pool; the API's calls of it (manual runs, run
 // history) and the overdue gauge, read at every scrape of /metrics, use the requests' pool. With
-// RETENTIOND_SCHEDULER=false this replica only queues manual runs for the others.
-func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, jobs.Schedules, error) {
+// RETENTIOND_SCHEDULER=false this replica only queues manual runs for the others. A scheduler replica also purges
+// the audit log, as a periodic job that one replica runs per period, on the jobs' pool.
+func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, *riverjobs.Client, jobs.Schedules, error) {
 	schedules := jobs.Schedules{}
 	for store, spec := range map[catalog.Store]string{catalog.LakeHouse: cfg.LakeSchedule, catalog.Profile: cfg.ProfileSchedule} {
 		sched, err := jobs.ParseSchedule(spec)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		schedules[store] = sched
 	}
-	requestStore := postgres.NewRunStore(pools.requests)
-	lake := schedules[catalog.LakeHouse]
-	metrics := jobs.NewMetrics(reg, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// Overdue: no successful run for two periods of the schedule.
-		now := time.Now()
-		n, err := requestStore.Overdue(ctx, catalog.LakeHouse, now.Add(-2*lake.Period(now)))
-		if err != nil {
-			logger.Warn("overdue gauge", slog.Any("error", err))
-		}
-		return float64(n)
-	})
-	sweeper := &retention.Sweeper{Store: postgres.NewSweepStore(pools.jobs), Logger: logger, Config: retention.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}}
-	svc, err := jobs.New(pools.jobs.Pool, postgres.NewRunStore(pools.jobs), sweeper, metrics, jobs.Config{
-		Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Work: cfg.Scheduler, Logger: logger,
-		JobTimeout: cfg.JobTimeout, RescueAfter: cfg.RescueAfter,
-		Requests: &jobs.Requests{Pool: pools.requests.Pool, Store: requestStore},
-	})
-	return svc, schedules, err
+	requestRuns := postgres.NewRunRepository(pools.requests)
+	metrics := jobs.NewMetrics(reg, jobs.OverdueGauge(catalog.LakeHouse, schedules[catalog.LakeHouse], requestRuns.Overdue, time.Now, logger))
+	sweeper, err := postgres.NewSweeper(pools.jobs, postgres.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	auditRetention := &audit.Retention{Purger: postgres.NewAuditService(pools.jobs), Keep: cfg.AuditKeep, Now: pools.jobs.Now, Logger: logger}
+	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
+		RescueAfter: cfg.RescueAfter, AuditPurge: auditRetention.Purge, Requests: pools.requests.Pool, Logger: logger})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	svc := jobs.New(postgres.NewRunRepository(pools.jobs), sweeper, queue,
+		&jobs.Requests{Runs: requestRuns, Queue: queue.ForRequests()}, metrics,
+		jobs.Config{Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Logger: logger})
+	return svc, queue, schedules, nil
 }
 
 // listen serves on ln until ctx ends, then stops accepting requests and lets in-flight ones finish within the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/catalog"
 )
 
 // bulkheadPeakRSS is the most memory the service may ever have held when an attack of this file ends.
@@ -113,7 +113,7 @@ func bulkheadRun(t *testing.T, v *victim) string {
 	}
 	require.NoError(t, json.Unmarshal(body, &run))
 	deadline := time.Now().Add(60 * time.Second)
-	for run.Status == jobs.StatusPending || run.Status == jobs.StatusRunning {
+	for run.Status == catalog.StatusPending || run.Status == catalog.StatusRunning {
 		require.True(t, time.Now().Before(deadline), "the victim's run did not end within 60 s: %s", body)
 		time.Sleep(50 * time.Millisecond)
 		status, body = v.do(t, http.MethodGet, "/retention/runs/"+run.ID, "")
@@ -160,7 +160,7 @@ func TestBulkheadStalledExports(t *testing.T) {
 	status, body := v.do(t, http.MethodGet, "/dataSets?limit=10", "")
 	require.Equal(t, http.StatusOK, status, "%s", body)
 	require.Less(t, time.Since(start), 5*time.Second, "the victim's create and list")
-	require.Equal(t, jobs.StatusSucceeded, bulkheadRun(t, v))
+	require.Equal(t, catalog.StatusSucceeded, bulkheadRun(t, v))
 	failed, polls := stopWatching()
 	t.Logf("exports answered %v; /readyz polled %d times during the attack; peak RSS %d MiB", answered, polls, svc.peakRSS(t)>>20)
 	require.Zero(t, failed, "/readyz answered 200 throughout")

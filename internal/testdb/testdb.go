@@ -18,9 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/migrations"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/riverjobs"
 )
 
 var (
@@ -161,7 +161,7 @@ func migrate(ctx context.Context, url string) error {
 	if _, err := postgres.MigrateUp(ctx, pool); err != nil {
 		return fmt.Errorf("migrate template: %w", err)
 	}
-	return jobs.Migrate(ctx, pool)
+	return riverjobs.Migrate(ctx, pool)
 }
 
 // withDatabaseURL returns url with its database replaced by name.

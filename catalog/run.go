@@ -1,10 +1,9 @@
-package jobs
+package catalog
 
 import (
 	"context"
 	"time"
 
-	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/retention"
 )
 
@@ -23,10 +22,12 @@ const (
 	TriggerManual   = "manual"
 )
 
-// Run is one retention run over one store.
+// Run is one retention run over one store. Runs are part of the Catalog API's domain (POST /retention/runs); package
+// jobs orchestrates them, and they are defined here, free of any adapter, so that the adapters that keep them
+// (postgres) and serve them (httpapi) depend on the domain, never on the orchestration.
 type Run struct {
 	ID           string
-	Store        catalog.Store
+	Store        Store
 	Trigger      string
 	ScheduledFor *time.Time // the cron slot of a scheduled run
 	Org, Sandbox string     // a manual run's scope; empty for a scheduled run
@@ -60,7 +61,7 @@ type RunDataset struct {
 
 // RunRequest asks for a manual run in the caller's org and sandbox.
 type RunRequest struct {
-	Store      catalog.Store
+	Store      Store
 	DatasetIDs []string
 	DryRun     bool
 }
@@ -74,13 +75,13 @@ type RunFilter struct {
 type RunService interface {
 	// StartRun creates a manual run and queues it. Returns ECONFLICT naming the run in progress when one already
 	// covers any of the same datasets, and ENOTFOUND for a dataset id the caller cannot see.
-	StartRun(ctx context.Context, c *catalog.Caller, req RunRequest) (*Run, error)
+	StartRun(ctx context.Context, c *Caller, req RunRequest) (*Run, error)
 	// FindRun returns the run with the caller's part of it; ENOTFOUND when it does not exist or is a manual run of
 	// another org or sandbox. Every scheduled run is found, its part possibly empty.
-	FindRun(ctx context.Context, c *catalog.Caller, id string) (*Run, error)
+	FindRun(ctx context.Context, c *Caller, id string) (*Run, error)
 	// FindRuns returns, newest first, every scheduled run and the manual runs of the caller's org and sandbox, each
 	// with the caller's part only (possibly none: 0 datasets, 0 rows).
-	FindRuns(ctx context.Context, c *catalog.Caller, f RunFilter) ([]*Run, error)
+	FindRuns(ctx context.Context, c *Caller, f RunFilter) ([]*Run, error)
 }
 
 // Preview is what a run would delete from one store of a dataset now, and how the store's rows spread by age.
@@ -104,5 +105,59 @@ type PreviewService interface {
 	// Preview counts the rows a run at now would delete from the store of the dataset if its TTL became ttl from
 	// now (useCurrent: the TTL it has), exactly as a dry run at that moment counts them, and spreads the store's
 	// rows by age. Returns ENOTFOUND for a dataset the caller cannot see, EINVALID for a record dataset.
-	Preview(ctx context.Context, c *catalog.Caller, datasetID string, store catalog.Store, ttl *retention.Period, useCurrent bool) (*Preview, error)
+	Preview(ctx context.Context, c *Caller, datasetID string, store Store, ttl *retention.Period, useCurrent bool) (*Preview, error)
+}
+
+// Plan is a prepared run: the one evaluation all its parts judge expiry by, and the datasets still to do.
+type Plan struct {
+	RunID  string
+	Store  Store
+	At     time.Time        // the run's evaluation time
+	Grace  retention.Period // rows ingested less than this before At are kept
+	DryRun bool
+	// Scope limits the run to these datasets (a manual run's, in its org and sandbox); nil means every dataset.
+	Scope   map[string]bool
+	Pending []string
+}
+
+// RunPart is what the run's own part did (the drops and the walk of the partitions placed by its time), for its
+// metrics and log, and what its dataset parts start from.
+type RunPart struct {
+	// Dropped is the rows of each dataset that went with whole partitions (in a dry run: would go).
+	Dropped           map[string]int64
+	PartitionsDropped int
+	RowsWalked        int64 // rows the walk of the boundary partitions removed
+	PartitionsWalked  int
+	// Skip names the partitions the dataset parts pass over: those the walk swept (every deletable row of the
+	// run's datasets in them is gone), or in a dry run those whose rows Dropped already counts.
+	Skip []string
+}
+
+// Outcome is how a dataset's part of a run ended.
+type Outcome struct {
+	Counted int64 // a dry run's count of the rows it would delete
+	Err     error // nil on success
+}
+
+// RunEnd is how a run ended: returned by the call that finished its last dataset.
+type RunEnd struct {
+	Status   string
+	Duration time.Duration
+}
+
+// Finished is what a call that finishes parts of a run did: the parts it finished (none when they had been
+// finished already), and how the run ended when one of them was its last part (nil otherwise).
+type Finished struct {
+	Parts []PartEnd
+	Run   *RunEnd
+}
+
+// PartEnd is how one dataset's part of a run ended, as its Expire event records it.
+type PartEnd struct {
+	DatasetID         string
+	Status            string // StatusSucceeded or StatusFailed
+	Error             string
+	Rows              int64 // rows removed, from the ledger; in a dry run, the rows it would remove
+	PartitionsDropped int
+	Duration          time.Duration // since the part started
 }

@@ -1,22 +1,35 @@
-package retention
+package postgres
 
 import (
 	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
 )
 
-// SweepConfig tunes the removal of expired rows. Zero fields get the defaults.
+// This file is the sweep: the algorithm that removes a run's expired rows from the expiry-placed partitions
+// (docs/storage.md), drops of whole partitions where every row is deletable, a walk of the boundary partitions in
+// block ranges, and batched deletes by dataset for the rest. It lives with the statements it drives (sweep.go),
+// which only Postgres implements; package jobs sees it through the narrow port jobs.Sweeper, which Sweeper
+// implements.
+
+// SweepConfig tunes the removal of expired rows. NewSweeper gives zero fields their defaults and refuses negative
+// ones. The defaults are what the benchmark of docs/benchmarks.md chose; its figures live there.
 type SweepConfig struct {
 	// BatchSize is how many rows one DELETE removes; each batch is its own short transaction, so a run never holds
-	// locks that stall ingestion or reads for long. Default 10,000 (about 100 ms a batch).
+	// locks that stall ingestion or reads for long. Default 10,000: a batch short enough that a request waiting
+	// behind it does not notice, long enough that per-statement costs stay small.
 	BatchSize int
 	// BatchTimeout bounds one batch or one partition drop. Default 30 s.
 	BatchTimeout time.Duration
@@ -27,100 +40,134 @@ type SweepConfig struct {
 	// DropAttempts is how many times a drop is tried before its rows are left to the next run. Default 20.
 	DropAttempts int
 	// DropBatch is how many partitions are dropped together. A batch pays one lock round and one commit for all of
-	// them, where most of a lone drop's time went; it holds the store's parent table, which reads and ingestion
-	// wait for, only while it detaches them. Their files are freed later, by ReleaseDetached (0.81 to 0.96 s for
-	// the benchmark's 18 partitions of 150,000 rows). Default 32.
+	// them, where most of a lone drop's time goes; it holds the store's parent table, which reads and ingestion
+	// wait for, only while it detaches them. Their files are freed later, by ReleaseDetached, so that the run does
+	// not wait for the file system. Default 32, more than a run usually drops, so that a run takes one lock round.
 	DropBatch int
-	// Workers is how many connections a sweep works on at once: in SweepPlaced one drops and then walks while the
-	// others walk, block range by block range, so that none idles while there are ranges left; in a dataset's pass,
-	// one partition each, so that their counter updates never wait for each other. On the 2-core benchmark machine
-	// two workers made the run 1.5x faster (1.1 s against 1.7 s) and left ingestion beside it 50 to 68% of its idle
-	// rate, against 73% with one (docs/benchmarks.md). Default 2.
+	// Workers is how many connections a sweep works on at once: in a run's part one drops and then walks while the
+	// others walk, block range by block range, so that none idles while there are ranges left; in a dataset's part,
+	// one partition each, so that their counter updates never wait for each other. Default 2: on a small machine
+	// the walk gains from a second connection while ingestion beside it keeps most of its rate, and a third only
+	// competes for the same cores (docs/benchmarks.md has the measurements).
 	Workers int
 }
 
-func (c SweepConfig) withDefaults() SweepConfig {
+// withDefaults gives the zero fields their defaults and refuses negative ones, once, when the sweeper is built.
+func (c SweepConfig) withDefaults() (SweepConfig, error) {
+	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.Workers < 0 {
+		return c, fmt.Errorf("sweep configuration %+v: no field may be negative", c)
+	}
 	c.BatchSize = cmp.Or(c.BatchSize, 10_000)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
 	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
 	c.DropBatch = cmp.Or(c.DropBatch, 32)
 	c.Workers = cmp.Or(c.Workers, 2)
-	return c
+	return c, nil
 }
 
 // Sweep is one evaluation of one store: the rows that are expired at At and were ingested at least Grace before At
-// are deletable. Scope, when set, limits the sweep to some datasets (a manual run).
+// are deletable. Datasets, when set, limits the sweep to some datasets (a manual run).
 type Sweep struct {
 	RunID  string
-	Store  string
+	Store  catalog.Store
 	At     time.Time
-	Grace  Period
+	Grace  retention.Period
 	DryRun bool
 	// Datasets limits a whole-partition drop to partitions holding only these datasets; nil means any.
 	Datasets map[string]bool
 	// Accounted names partitions whose rows a dry run already counted as dropped, so the row-level pass skips them.
 	Accounted map[string]bool
-	// Walked names the partitions the run's boundary walk has swept (SweepPlaced), which the per-dataset pass
+	// Walked names the partitions the run's boundary walk has swept (sweepPlaced), which the per-dataset pass
 	// skips: their deletable rows of every dataset in scope are gone.
 	Walked map[string]bool
 }
 
-// PlacedPartition is a partition placed at or before a sweep's time that still holds rows, with how many, in all
+// sweepOf is the sweep of a run's plan; skip names the partitions its dataset parts pass over (catalog.RunPart).
+func sweepOf(plan *catalog.Plan, skip []string) Sweep {
+	s := Sweep{RunID: plan.RunID, Store: plan.Store, At: plan.At, Grace: plan.Grace, DryRun: plan.DryRun,
+		Datasets: plan.Scope}
+	names := make(map[string]bool, len(skip))
+	for _, name := range skip {
+		names[name] = true
+	}
+	if plan.DryRun {
+		s.Accounted = names
+	} else {
+		s.Walked = names
+	}
+	return s
+}
+
+// placedPartition is a partition placed at or before a sweep's time that still holds rows, with how many, in all
 // and of the datasets in the sweep's scope, from the counters.
-type PlacedPartition struct {
+type placedPartition struct {
 	Name      string
 	Rows      int64
 	ScopeRows int64
 }
 
-// Partition is a candidate for a whole drop: every row in it was placed with an expiry before its upper bound.
-type Partition struct {
-	Name string
-}
-
-// SweepStore is the storage a sweep works on. Every method that removes rows records, in the same transaction, how
-// many rows of which dataset it removed, so that counts stay exact across interruptions.
-type SweepStore interface {
-	// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep, with the rows of
-	// each dataset in them.
-	DroppablePartitions(ctx context.Context, s Sweep) ([]Partition, error)
-	// DropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are
-	// still deletable when re-checked under their locks, recording the rows of each dataset in each; their tables
-	// are detached, and wait for DropDetached. It returns those rows by partition name; a partition that no longer
-	// qualifies is absent. It waits at most lockTimeout for the locks; a lock timeout is an error the caller
-	// retries. In a dry run it removes nothing and returns what it would have.
-	DropPartitions(ctx context.Context, s Sweep, parts []Partition, lockTimeout time.Duration) (rows map[string]map[string]int64, err error)
-	// DropDetached drops the tables DropPartitions detached at or before detachedBy, and returns how many: this
-	// frees their files. Their rows left the store, counted, when they were detached.
-	DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error)
-	// DatasetPartitions lists the partitions that may hold deletable rows of the dataset.
-	DatasetPartitions(ctx context.Context, s Sweep, datasetID string) ([]string, error)
-	// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many.
-	DeleteBatch(ctx context.Context, s Sweep, datasetID, partition string, limit int) (int64, error)
-	// CountDeletable counts the dataset's deletable rows in the partition, for dry runs and previews.
-	CountDeletable(ctx context.Context, s Sweep, datasetID, partition string) (int64, error)
-	// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
-	// datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are.
-	BoundaryPartitions(ctx context.Context, s Sweep) ([]PlacedPartition, error)
-	// PartitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
-	// boundary sweep can cut it into block ranges of about BatchSize rows.
-	PartitionSize(ctx context.Context, partition string) (blocks int64, rowsPerBlock float64, err error)
-	// DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition,
-	// and returns how many of each dataset.
-	DeleteBlocks(ctx context.Context, s Sweep, partition string, from, to int64) (map[string]int64, error)
-	// DatasetsWithLaterWork returns those of the datasets that may still have deletable rows after SweepPlaced:
-	// rows in partitions placed at or before the sweep's time that the walk left (s.Walked), or in partitions
-	// placed after it whose TTL was shortened since, or of a deleted dataset.
-	DatasetsWithLaterWork(ctx context.Context, s Sweep, datasetIDs []string) ([]string, error)
-}
-
 // Sweeper removes expired rows: whole partitions where every row is deletable, then batched deletes for the rest.
 // It is safe to stop at any point: each drop and each batch commits with its counts, and a later sweep finishes.
+// It implements jobs.Sweeper.
 type Sweeper struct {
-	Store  SweepStore
-	Config SweepConfig
-	Logger *slog.Logger
+	store  *sweepStore
+	cfg    SweepConfig
+	logger *slog.Logger
+}
+
+// NewSweeper returns a Sweeper on db with cfg's defaults applied; an error for a negative field. A nil logger
+// discards.
+func NewSweeper(db *DB, cfg SweepConfig, logger *slog.Logger) (*Sweeper, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sweeper{store: &sweepStore{db: db}, cfg: cfg, logger: logger}, nil
+}
+
+// RunPart does the run's own part (jobs.Sweeper): it removes the deletable rows of every partition placed at or
+// before the run's time (sweepPlaced), or in a dry run counts what the drops would remove. On an error it returns
+// what it did so far.
+func (w *Sweeper) RunPart(ctx context.Context, plan *catalog.Plan) (catalog.RunPart, error) {
+	s := sweepOf(plan, nil)
+	if plan.DryRun {
+		dropped, err := w.dropPartitions(ctx, s)
+		return catalog.RunPart{Dropped: rowsOf(dropped.Datasets), PartitionsDropped: len(dropped.Dropped),
+			Skip: slices.Sorted(maps.Keys(s.Accounted))}, err
+	}
+	placed, err := w.sweepPlaced(ctx, s)
+	var walked int64
+	for _, r := range placed.Swept {
+		walked += r.Rows
+	}
+	return catalog.RunPart{Dropped: rowsOf(placed.Dropped.Datasets), PartitionsDropped: len(placed.Dropped.Dropped),
+		RowsWalked: walked, PartitionsWalked: len(placed.Walked), Skip: slices.Sorted(maps.Keys(placed.Walked))}, err
+}
+
+func rowsOf(m map[string]SweepResult) map[string]int64 {
+	rows := make(map[string]int64, len(m))
+	for ds, r := range m {
+		rows[ds] = r.Rows
+	}
+	return rows
+}
+
+// DatasetsLeft returns those of the plan's pending datasets that still have deletable rows once the run's part
+// has swept the partitions skip names (jobs.Sweeper): rows in partitions placed at or before the run's time that
+// the walk left, or in later partitions whose TTL was shortened since, or of a deleted dataset.
+func (w *Sweeper) DatasetsLeft(ctx context.Context, plan *catalog.Plan, skip []string) ([]string, error) {
+	return w.store.DatasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
+}
+
+// DatasetPart deletes (in a dry run, counts) the dataset's deletable rows that the run's part left, passing over
+// the partitions skip names, and returns how many (jobs.Sweeper).
+func (w *Sweeper) DatasetPart(ctx context.Context, plan *catalog.Plan, datasetID string, skip []string) (int64, error) {
+	res, err := w.sweepDataset(ctx, sweepOf(plan, skip), datasetID)
+	return res.Rows, err
 }
 
 // SweepResult is what a sweep of one dataset, or one drop phase, removed or would remove.
@@ -129,37 +176,36 @@ type SweepResult struct {
 	Partitions int
 }
 
-// DropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
+// dropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
 // what each dataset lost. In a dry run nothing is dropped; the partitions that would be are added to s.Accounted.
-func (w *Sweeper) DropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
-	parts, err := w.Store.DroppablePartitions(ctx, s)
+func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
+	parts, err := w.store.DroppablePartitions(ctx, s)
 	if err != nil {
 		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
 	return w.drop(ctx, s, parts)
 }
 
-func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []Partition) (DropResult, error) {
-	cfg := w.Config.withDefaults()
+func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (DropResult, error) {
 	res := DropResult{Datasets: map[string]SweepResult{}, Dropped: map[string]bool{}}
 	for len(parts) > 0 {
-		batch := parts[:min(cfg.DropBatch, len(parts))]
+		batch := parts[:min(w.cfg.DropBatch, len(parts))]
 		parts = parts[len(batch):]
-		dropped, err := w.dropWithRetry(ctx, s, batch, cfg)
+		dropped, err := w.dropWithRetry(ctx, s, batch)
 		if err != nil {
 			return res, err
 		}
 		for _, p := range batch {
-			rows, ok := dropped[p.Name]
+			rows, ok := dropped[p]
 			if !ok {
 				continue
 			}
-			res.add(p.Name, rows)
+			res.add(p, rows)
 			if s.DryRun && s.Accounted != nil {
-				s.Accounted[p.Name] = true
+				s.Accounted[p] = true
 			}
-			w.logger().InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
-				slog.String("partition", p.Name), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
+			w.logger.InfoContext(ctx, "retention: dropped partition", slog.String("run_id", s.RunID),
+				slog.String("partition", p), slog.Int("datasets", len(rows)), slog.Bool("dry_run", s.DryRun))
 		}
 	}
 	return res, nil
@@ -181,11 +227,11 @@ func (r *DropResult) add(partition string, rows map[string]int64) {
 	}
 }
 
-func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition, cfg SweepConfig) (map[string]map[string]int64, error) {
+func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (map[string]map[string]int64, error) {
 	var lastErr error
-	for attempt := range cfg.DropAttempts {
-		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
-		dropped, err := w.Store.DropPartitions(bctx, s, batch, cfg.LockTimeout)
+	for attempt := range w.cfg.DropAttempts {
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		dropped, err := w.store.DropPartitions(bctx, s, batch, w.cfg.LockTimeout)
 		cancel()
 		if err == nil {
 			return dropped, nil
@@ -194,7 +240,7 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 			return nil, ctx.Err()
 		}
 		lastErr = err
-		w.logger().DebugContext(ctx, "retention: partition drop waits for its locks", slog.String("first", batch[0].Name),
+		w.logger.DebugContext(ctx, "retention: partition drop waits for its locks", slog.String("first", batch[0]),
 			slog.Int("partitions", len(batch)), slog.Int("attempt", attempt+1), slog.Any("error", err))
 		select {
 		case <-ctx.Done():
@@ -203,7 +249,7 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 		}
 	}
 	// Left for the next run, or for the row-level pass of this one; never an early delete.
-	w.logger().WarnContext(ctx, "retention: partitions not dropped", slog.String("first", batch[0].Name),
+	w.logger.WarnContext(ctx, "retention: partitions not dropped", slog.String("first", batch[0]),
 		slog.Int("partitions", len(batch)), slog.Any("error", lastErr))
 	return nil, nil
 }
@@ -211,24 +257,24 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []Partition,
 // ReleaseDetached drops the tables of the partitions that drops detached from the store at or before detachedBy,
 // which frees their files, and returns how many it dropped. A run leaves this to a job of its own, after the run's
 // part: the rows left the store when their partitions were detached, as a DELETE's rows do at its commit, before
-// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own.
+// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. It implements
+// jobs.Sweeper.
 func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (int, error) {
-	cfg := w.Config.withDefaults()
-	ctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 	defer cancel()
 	start := time.Now()
-	n, err := w.Store.DropDetached(ctx, detachedBy, cfg.LockTimeout)
+	n, err := w.store.DropDetached(ctx, detachedBy, w.cfg.LockTimeout)
 	if err != nil {
 		return 0, err
 	}
 	if n > 0 {
-		w.logger().InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
+		w.logger.InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
 			slog.Duration("duration", time.Since(start)))
 	}
 	return n, nil
 }
 
-// SweepPlaced removes the deletable rows of every partition placed at or before the sweep's time, as the expiry
+// sweepPlaced removes the deletable rows of every partition placed at or before the sweep's time, as the expiry
 // layout intends: it drops the partitions whose rows are all deletable (detaching them: ReleaseDetached frees their
 // files later) and walks the others (the current month, and groups a drop has to leave) in block ranges, deleting
 // across datasets. One worker drops and then joins the walk; the others walk from the start, so that no worker idles
@@ -238,20 +284,19 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 // A partition is walked only where the datasets in scope hold at least a quarter of its rows: a walk reads the
 // whole partition, and a run scoped to a few datasets (a manual run, or one org's) deletes their rows faster by
 // index in the per-dataset pass. Not for dry runs.
-func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
-	cfg := w.Config.withDefaults()
+func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
 	res := PlacedResult{Swept: map[string]SweepResult{}, Walked: map[string]bool{}}
-	droppable, err := w.Store.DroppablePartitions(ctx, s)
+	droppable, err := w.store.DroppablePartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	placed, err := w.Store.BoundaryPartitions(ctx, s)
+	placed, err := w.store.BoundaryPartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
 	toDrop := map[string]bool{}
-	for _, p := range droppable {
-		toDrop[p.Name] = true
+	for _, name := range droppable {
+		toDrop[name] = true
 	}
 	var walk, maybe []string
 	for _, p := range placed {
@@ -264,18 +309,18 @@ func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error
 		}
 	}
 	q := newWalkQueue()
-	if err := w.planWalk(ctx, q, walk, cfg); err != nil {
+	if err := w.planWalk(ctx, q, walk); err != nil {
 		return res, err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Workers) // one worker: the drops, then the walk
+	g.SetLimit(w.cfg.Workers) // one worker: the drops, then the walk
 	goRecover(g, func() (err error) {
 		if res.Dropped, err = w.drop(gctx, s, droppable); err != nil {
 			return err
 		}
 		return w.walk(gctx, s, q)
 	})
-	for range cfg.Workers - 1 {
+	for range w.cfg.Workers - 1 {
 		goRecover(g, func() error { return w.walk(gctx, s, q) })
 	}
 	if err := g.Wait(); err != nil {
@@ -287,7 +332,7 @@ func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error
 			left = append(left, name)
 		}
 	}
-	if err := w.planWalk(ctx, q, left, cfg); err != nil {
+	if err := w.planWalk(ctx, q, left); err != nil {
 		return res, err
 	}
 	if err := w.walk(ctx, s, q); err != nil {
@@ -301,7 +346,7 @@ func (w *Sweeper) SweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error
 	return res, nil
 }
 
-// PlacedResult is what SweepPlaced removed: by the drops, by the walk, and which partitions the walk swept.
+// PlacedResult is what sweepPlaced removed: by the drops, by the walk, and which partitions the walk swept.
 type PlacedResult struct {
 	Dropped DropResult
 	Swept   map[string]SweepResult
@@ -344,13 +389,13 @@ type walkQueue struct {
 // left; a range is read once. Rows stored after the plan was made lie beyond its last range and wait for the next
 // run. In the boundary partition about half the rows are expired, so a range deletes about two batches' worth, and
 // the per-statement cost (planning, counters, commit) is paid four times less often.
-func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string, cfg SweepConfig) error {
+func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string) error {
 	for _, part := range parts {
-		blocks, perBlock, err := w.Store.PartitionSize(ctx, part)
+		blocks, perBlock, err := w.store.PartitionSize(ctx, part)
 		if err != nil {
 			return fmt.Errorf("size of %s: %w", part, err)
 		}
-		step := max(int64(4*float64(cfg.BatchSize)/max(perBlock, 1)), 1)
+		step := max(int64(4*float64(w.cfg.BatchSize)/max(perBlock, 1)), 1)
 		for from := int64(0); from < blocks; from += step {
 			q.ranges = append(q.ranges, blockRange{part: part, from: from, to: from + step})
 			q.left[part]++
@@ -393,42 +438,40 @@ func (q *walkQueue) done(r blockRange, rows map[string]int64) (blocks, total int
 // walk deletes the deletable rows of the queue's ranges until none is left. Several workers may walk one partition
 // at once; the store keeps their counter updates from deadlocking.
 func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
-	cfg := w.Config.withDefaults()
 	for {
 		r, ok := q.take()
 		if !ok {
 			return nil
 		}
-		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
-		rows, err := w.Store.DeleteBlocks(bctx, s, r.part, r.from, r.to)
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		rows, err := w.store.DeleteBlocks(bctx, s, r.part, r.from, r.to)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("delete expired rows in %s: %w", r.part, err)
 		}
 		if blocks, total, last := q.done(r, rows); last {
-			w.logger().InfoContext(ctx, "retention: boundary partition swept", slog.String("run_id", s.RunID),
+			w.logger.InfoContext(ctx, "retention: boundary partition swept", slog.String("run_id", s.RunID),
 				slog.String("partition", r.part), slog.Int64("blocks", blocks), slog.Int64("rows", total))
 		}
 	}
 }
 
-// SweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
+// sweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
 // partitions at once, each batch by batch until a batch comes back short.
-func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
-	cfg := w.Config.withDefaults()
-	parts, err := w.Store.DatasetPartitions(ctx, s, datasetID)
+func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
+	parts, err := w.store.DatasetPartitions(ctx, s, datasetID)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
 	}
 	var rows atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Workers)
+	g.SetLimit(w.cfg.Workers)
 	for _, part := range parts {
 		if s.Accounted[part] {
 			continue
 		}
 		goRecover(g, func() error {
-			n, err := w.sweepPartition(gctx, s, datasetID, part, cfg)
+			n, err := w.sweepPartition(gctx, s, datasetID, part)
 			rows.Add(n)
 			return err
 		})
@@ -437,11 +480,11 @@ func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	return SweepResult{Rows: rows.Load()}, err
 }
 
-func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string, cfg SweepConfig) (int64, error) {
+func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string) (int64, error) {
 	if s.DryRun {
-		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		defer cancel()
-		n, err := w.Store.CountDeletable(bctx, s, datasetID, part)
+		n, err := w.store.CountDeletable(bctx, s, datasetID, part)
 		if err != nil {
 			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part, err)
 		}
@@ -449,23 +492,16 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 	}
 	var total int64
 	for {
-		bctx, cancel := context.WithTimeout(ctx, cfg.BatchTimeout)
-		n, err := w.Store.DeleteBatch(bctx, s, datasetID, part, cfg.BatchSize)
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		n, err := w.store.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize)
 		cancel()
 		if err != nil {
 			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
 		}
 		total += n
-		w.logger().DebugContext(ctx, "retention: batch", slog.String("dataset_id", datasetID), slog.String("partition", part), slog.Int64("rows", n))
-		if n < int64(cfg.BatchSize) {
+		w.logger.DebugContext(ctx, "retention: batch", slog.String("dataset_id", datasetID), slog.String("partition", part), slog.Int64("rows", n))
+		if n < int64(w.cfg.BatchSize) {
 			return total, nil
 		}
 	}
-}
-
-func (w *Sweeper) logger() *slog.Logger {
-	if w.Logger == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return w.Logger
 }

@@ -1,0 +1,219 @@
+// Package riverjobs is the River adapter of package jobs: the job kinds, the workers that hand each job to the
+// orchestration (jobs.Service), the periodic jobs (the scheduler's tick, the release of detached partitions, the
+// audit log's purge), the queue a Service enqueues on (jobs.Queue), and River's own schema migrations. It is named
+// after what it wraps, as package postgres is; no other package imports River.
+package riverjobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/acme/retention/jobs"
+)
+
+// Config configures the job queue of a replica. Zero fields get the defaults.
+type Config struct {
+	// Work turns on processing on this replica; an API-only replica only queues runs for the others.
+	Work bool
+	// Workers is how many jobs this replica runs at once. Default 2.
+	Workers int
+	// JobTimeout bounds one job. A dataset job that hits it resumes in a new job, keeping every batch it did.
+	// Default 20 s.
+	JobTimeout time.Duration
+	// RescueAfter is how long a job may look stuck (its replica killed) before another replica takes it over.
+	// River's rescuer looks every 30 s, so with the default 30 s a killed replica's work resumes within a minute;
+	// it must exceed JobTimeout, so a live job is never taken for a stuck one. Default 30 s.
+	RescueAfter time.Duration
+	// TickInterval is how often the scheduler looks for a due slot. Default 1 minute.
+	TickInterval time.Duration
+	// ReleaseInterval is how often a replica drops detached partitions that no run's release job dropped (a crash
+	// in between) and that were detached at least jobs.ReleaseLeftoverAge before; it does so when it starts too.
+	// Default 1 hour.
+	ReleaseInterval time.Duration
+	// AuditPurge, when set, is the audit log's own retention (audit.Retention.PurgeOnce): a periodic job, so that
+	// one replica runs each pass, every AuditPurgeInterval and when the leader starts.
+	AuditPurge func(ctx context.Context) error
+	// AuditPurgeInterval is the time between audit purges. Default a day.
+	AuditPurgeInterval time.Duration
+	// Requests, when set, is the pool the API's calls queue runs through (Client.ForRequests), so that requests
+	// never take a connection of the jobs' pool.
+	Requests *pgxpool.Pool
+	Logger   *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	c.Workers = cmp.Or(c.Workers, 2)
+	c.JobTimeout = cmp.Or(c.JobTimeout, 20*time.Second)
+	c.RescueAfter = cmp.Or(c.RescueAfter, 30*time.Second)
+	c.TickInterval = cmp.Or(c.TickInterval, time.Minute)
+	c.ReleaseInterval = cmp.Or(c.ReleaseInterval, time.Hour)
+	c.AuditPurgeInterval = cmp.Or(c.AuditPurgeInterval, 24*time.Hour)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Migrate applies River's own schema migrations (its job table and leader election), which River versions itself.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("river migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river migrations: %w", err)
+	}
+	return nil
+}
+
+// Client is a replica's job queue: River on the jobs' pool, and an insert-only River client on the requests' pool
+// when Config.Requests is set. Its Queue methods implement jobs.Queue.
+type Client struct {
+	river    *river.Client[pgx.Tx]
+	requests queue
+	cfg      Config
+	// work is the orchestration its workers hand jobs to, set by Start before River starts fetching.
+	work *jobs.Service
+}
+
+var _ jobs.Queue = (*Client)(nil)
+
+// New returns a Client on pool. Call Start to begin processing when cfg.Work is set.
+func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
+	c := &Client{cfg: cfg}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &tickWorker{c: c})
+	river.AddWorker(workers, &runWorker{c: c})
+	river.AddWorker(workers, &datasetWorker{c: c})
+	river.AddWorker(workers, &releaseWorker{c: c})
+	river.AddWorker(workers, &auditPurgeWorker{c: c})
+	rc := &river.Config{
+		Workers: workers, Logger: cfg.Logger, JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
+		MaxAttempts: 10,
+		// A job waits for the next fetch after its insert's notification, at most this long. River's 100 ms default
+		// was a tenth of a benchmark run's time; fetches this often happen only while jobs are being inserted.
+		FetchCooldown: 20 * time.Millisecond,
+	}
+	if cfg.Work {
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
+		rc.PeriodicJobs = periodicJobs(cfg)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	c.river, c.requests = client, queue{client}
+	if cfg.Requests != nil {
+		// A client without queues or workers only inserts: a manual run is queued through the requests' pool.
+		rq, err := river.NewClient(riverpgxv5.New(cfg.Requests), &river.Config{Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("river client for requests: %w", err)
+		}
+		c.requests = queue{rq}
+	}
+	return c, nil
+}
+
+// periodicJobs are the jobs River's leader inserts on a schedule, so that one replica does each pass.
+func periodicJobs(cfg Config) []*river.PeriodicJob {
+	every := func(d time.Duration, args river.JobArgs) *river.PeriodicJob {
+		return river.NewPeriodicJob(river.PeriodicInterval(d),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil }, &river.PeriodicJobOpts{RunOnStart: true})
+	}
+	jobs := []*river.PeriodicJob{every(cfg.TickInterval, tickArgs{}), every(cfg.ReleaseInterval, releaseArgs{})}
+	if cfg.AuditPurge != nil {
+		jobs = append(jobs, every(cfg.AuditPurgeInterval, auditPurgeArgs{}))
+	}
+	return jobs
+}
+
+// Start begins processing jobs with work (only with Config.Work).
+func (c *Client) Start(ctx context.Context, work *jobs.Service) error {
+	c.work = work
+	if !c.cfg.Work {
+		return nil
+	}
+	if err := c.river.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	return nil
+}
+
+// Stop lets running jobs finish their current batch and stops fetching new ones, until ctx ends.
+func (c *Client) Stop(ctx context.Context) error {
+	if !c.cfg.Work {
+		return nil
+	}
+	return c.river.Stop(ctx)
+}
+
+// River exposes the River client, for tests that subscribe to job events.
+func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
+
+// ForRequests is the queue the API's calls use: on the requests' pool when Config.Requests is set.
+func (c *Client) ForRequests() jobs.Queue { return c.requests }
+
+// EnqueueRun implements jobs.Queue.
+func (c *Client) EnqueueRun(ctx context.Context, runID string) error {
+	return queue{c.river}.EnqueueRun(ctx, runID)
+}
+
+// EnqueueDatasets implements jobs.Queue.
+func (c *Client) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, skip []string) error {
+	return queue{c.river}.EnqueueDatasets(ctx, runID, datasetIDs, skip)
+}
+
+// EnqueueRelease implements jobs.Queue.
+func (c *Client) EnqueueRelease(ctx context.Context, runID string) error {
+	return queue{c.river}.EnqueueRelease(ctx, runID)
+}
+
+// queue inserts jobs through one River client.
+type queue struct{ client *river.Client[pgx.Tx] }
+
+// uniqueByArgs keeps one queued or running job per run (or per run and dataset), whoever inserts it.
+var uniqueByArgs = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
+
+func (q queue) EnqueueRun(ctx context.Context, runID string) error {
+	if _, err := q.client.Insert(ctx, runArgs{RunID: runID}, uniqueByArgs); err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	return nil
+}
+
+func (q queue) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, skip []string) error {
+	params := make([]river.InsertManyParams, 0, len(datasetIDs))
+	for _, ds := range datasetIDs {
+		params = append(params, river.InsertManyParams{Args: datasetArgs{RunID: runID, DatasetID: ds, Walked: skip},
+			InsertOpts: uniqueByArgs})
+	}
+	if _, err := q.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("queue datasets of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+func (q queue) EnqueueRelease(ctx context.Context, runID string) error {
+	_, err := q.client.Insert(ctx, releaseArgs{RunID: runID}, nil)
+	return err
+}
+
+// resumeOrErr turns the orchestration's ErrResume into River's snooze of no delay: the job runs again at once,
+// without counting an attempt.
+func resumeOrErr(err error) error {
+	if errors.Is(err, jobs.ErrResume) {
+		return river.JobSnooze(0)
+	}
+	return err
+}

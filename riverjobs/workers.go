@@ -1,0 +1,112 @@
+package riverjobs
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/acme/retention/jobs"
+)
+
+// tickArgs is the periodic job that turns due cron slots into runs.
+type tickArgs struct{}
+
+// Kind implements river.JobArgs.
+func (tickArgs) Kind() string { return "retention_tick" }
+
+type tickWorker struct {
+	river.WorkerDefaults[tickArgs]
+	c *Client
+}
+
+func (w *tickWorker) Work(ctx context.Context, _ *river.Job[tickArgs]) error {
+	return w.c.work.Tick(ctx, w.c.work.Now())
+}
+
+// runArgs is the job of a run's own part: it drops whole partitions, walks the boundary ones and fans the rest out
+// by dataset (jobs.Service.RunPart).
+type runArgs struct {
+	RunID string `json:"run_id"`
+}
+
+// Kind implements river.JobArgs.
+func (runArgs) Kind() string { return "retention_run" }
+
+type runWorker struct {
+	river.WorkerDefaults[runArgs]
+	c *Client
+}
+
+func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	return resumeOrErr(w.c.work.RunPart(ctx, job.Args.RunID, attempt(job.Attempt, job.MaxAttempts)))
+}
+
+// datasetArgs is the job that deletes one dataset's remaining expired rows of a run (jobs.Service.DatasetPart).
+type datasetArgs struct {
+	RunID     string `json:"run_id" river:"unique"`
+	DatasetID string `json:"dataset_id" river:"unique"`
+	// Walked names the partitions the run job's boundary walk swept; the dataset's pass skips them. A job queued
+	// without it (by an older version) passes over them again, which deletes nothing twice. Not part of the job's
+	// identity: a retried run job that walked differently still queues one job per dataset.
+	Walked []string `json:"walked,omitempty"`
+}
+
+// Kind implements river.JobArgs.
+func (datasetArgs) Kind() string { return "retention_dataset" }
+
+type datasetWorker struct {
+	river.WorkerDefaults[datasetArgs]
+	c *Client
+}
+
+func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) error {
+	a := job.Args
+	return resumeOrErr(w.c.work.DatasetPart(ctx, a.RunID, a.DatasetID, a.Walked, attempt(job.Attempt, job.MaxAttempts)))
+}
+
+// releaseArgs is the job that drops the tables of detached partitions (jobs.Service.Release): queued by every run
+// job once its part is done, and periodically for any that a crash left.
+type releaseArgs struct {
+	// RunID names the run that queued the job, which drops every detached table; the periodic job has none, and
+	// drops only tables detached at least jobs.ReleaseLeftoverAge ago.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// Kind implements river.JobArgs.
+func (releaseArgs) Kind() string { return "retention_release" }
+
+type releaseWorker struct {
+	river.WorkerDefaults[releaseArgs]
+	c *Client
+}
+
+func (w *releaseWorker) Work(ctx context.Context, job *river.Job[releaseArgs]) error {
+	return w.c.work.Release(ctx, job.Args.RunID)
+}
+
+// auditPurgeArgs is the periodic job of the audit log's own retention (Config.AuditPurge). A periodic job, not a
+// ticker on every replica: River's leader inserts it, so one replica purges per period, and it works with the
+// jobs' pool and stops with the jobs.
+type auditPurgeArgs struct{}
+
+// Kind implements river.JobArgs.
+func (auditPurgeArgs) Kind() string { return "audit_purge" }
+
+type auditPurgeWorker struct {
+	river.WorkerDefaults[auditPurgeArgs]
+	c *Client
+}
+
+func (w *auditPurgeWorker) Work(ctx context.Context, _ *river.Job[auditPurgeArgs]) error {
+	if w.c.cfg.AuditPurge == nil {
+		return nil // queued by a replica that purges; this one was configured not to
+	}
+	return w.c.cfg.AuditPurge(ctx)
+}
+
+// Timeout lifts Config.JobTimeout, as the ticker this job replaced had no bound: a pass purges org by org in
+// batches, each committed, and may take longer than a run's job on a large log.
+func (w *auditPurgeWorker) Timeout(*river.Job[auditPurgeArgs]) time.Duration { return -1 }
+
+func attempt(n, maxAttempts int) jobs.Attempt { return jobs.Attempt{Number: n, Max: maxAttempts} }
