@@ -96,6 +96,8 @@ tools-golangci-lint: ## install the pinned golangci-lint into .tools/bin
 		GOBIN=$(TOOLS)/bin $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
 	fi
 
+# CI (.ci/run) runs it before the tests: any finding fails the build, the layering rules (depguard in .golangci.yml)
+# included. A cold install compiles golangci-lint from the Go module proxy: several minutes on 2 cores, once a machine.
 lint: tools-golangci-lint ## run golangci-lint (config: .golangci.yml)
 	$(GOLANGCI_LINT) run $(PKG)
 

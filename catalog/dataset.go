@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -98,6 +100,30 @@ func (d *Dataset) VersionString() string { return versionString(d.Version) }
 
 func versionString(v int) string { return "1.0." + strconv.Itoa(v) }
 
+// Precondition is what a client asks of a dataset's version before a change is made (an If-Match header, which
+// package httpapi parses): the change goes ahead only when the dataset's current version is one of Versions, or
+// whatever it is when Any. A nil *Precondition asks nothing.
+type Precondition struct {
+	Any      bool
+	Versions []string
+	// Asked is the client's own words, quoted back when the check fails.
+	Asked string
+}
+
+// Check returns nil when ds's current version meets p (always, for a nil p), else an EPRECONDITION error of type
+// "version-mismatch" that names both versions; nothing may then change.
+func (p *Precondition) Check(ds *Dataset) error {
+	if p == nil || p.Any {
+		return nil
+	}
+	current := ds.VersionString()
+	if slices.Contains(p.Versions, current) {
+		return nil
+	}
+	return &Error{Code: EPRECONDITION, Type: "version-mismatch", Field: "If-Match",
+		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", p.Asked, current, ds.ID)}
+}
+
 // IsTimeSeries reports whether row expiration applies to the dataset.
 func (d *Dataset) IsTimeSeries() bool { return d.Classification.DataBehavior == TimeSeries }
 
@@ -184,9 +210,9 @@ type DatasetService interface {
 	// event. Returns ENOTFOUND, or EFORBIDDEN for a SYSTEM dataset.
 	DeleteDataset(ctx context.Context, c *Caller, id string) error
 	// PatchDataset deep-merges the patch into the dataset under the rules of ApplyPatch, writing an Update audit
-	// event in the same transaction. ifMatch, when not empty, must name the current version ("*" matches any),
-	// else EPRECONDITION and nothing changes.
-	PatchDataset(ctx context.Context, c *Caller, id string, patch *Patch, ifMatch string) (*Dataset, error)
+	// event in the same transaction. The dataset's version must meet ifMatch (Precondition.Check; nil asks
+	// nothing), checked under the lock the change holds, else EPRECONDITION and nothing changes.
+	PatchDataset(ctx context.Context, c *Caller, id string, patch *Patch, ifMatch *Precondition) (*Dataset, error)
 	// TTLLimits returns the dataset and the policy limits of each of its stores. Returns EINVALID for a record
 	// dataset, since row expiration applies only to time-series datasets.
 	TTLLimits(ctx context.Context, c *Caller, id string) (*Dataset, map[Store]Limits, error)

@@ -6,15 +6,17 @@ import (
 )
 
 // Error codes. Each one says what kind of failure happened; the HTTP layer maps them to statuses in one table, so
-// domain code never thinks in status codes.
+// domain code never thinks in status codes. A code is also the problem type of an error that names no more specific
+// one, so codes are written as types are: lower case, words joined by hyphens (httpapi's TestProblemCodes holds the
+// list and the style).
 const (
 	EINVALID      = "invalid"                // the request breaks a rule: a bad field, value or parameter
-	ENOTFOUND     = "not_found"              // no such resource in the caller's org and sandbox
+	ENOTFOUND     = "not-found"              // no such resource in the caller's org and sandbox
 	ECONFLICT     = "conflict"               // the change collides with existing state (a duplicate name, a running run)
 	EFORBIDDEN    = "forbidden"              // the caller may not do this (missing scope, a SYSTEM dataset)
-	EPRECONDITION = "precondition_failed"    // If-Match named a version that is no longer current
-	ETOOLARGE     = "too_large"              // the request body is over its limit
-	EUNSUPPORTED  = "unsupported_media_type" // the body is of a content type the route does not take
+	EPRECONDITION = "precondition-failed"    // If-Match named a version that is no longer current
+	ETOOLARGE     = "too-large"              // the request body is over its limit
+	EUNSUPPORTED  = "unsupported-media-type" // the body is of a content type the route does not take
 	EBUSY         = "busy"                   // the caller has as many requests of a kind in flight as it may; retry later
 	EUNAVAILABLE  = "unavailable"            // the database cannot be reached now; nothing was done, retry later
 	EINTERNAL     = "internal"               // a bug; never shown to the caller in detail

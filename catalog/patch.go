@@ -340,7 +340,7 @@ func applyTTL(ds *Dataset, ttl map[Store]*retention.Period, limits map[PolicyKey
 	for _, store := range Stores {
 		_, asked := ttl[store]
 		before := ds.RowExpiration[store]
-		if !asked && samePeriod(before.TTL, want[store]) {
+		if !asked && retention.SamePeriod(before.TTL, want[store]) {
 			continue
 		}
 		after := RowExpiration{TTL: want[store], ValueStatus: ValueCustom, SetBy: SetByUser, Updated: now, LastCompleted: before.LastCompleted}
@@ -378,13 +378,6 @@ func longer(a, b *retention.Period) bool {
 		return true
 	}
 	return a.Compare(*b) > 0
-}
-
-func samePeriod(a, b *retention.Period) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 func periodString(p *retention.Period) string {

@@ -46,6 +46,10 @@ type RowContext struct {
 	Lake    Limits // the lake store's limits, which bound a row's own expiry
 	// AllowIngestedAt admits an _ingestedAt field: only an operator's import may backdate ingestion.
 	AllowIngestedAt bool
+	// DefaultIngestedAt is the ingestion time of an event that has no _ingestedAt of its own, held to the same
+	// bounds: an operator's import that dates a whole file (retentionctl load -ingested-at). nil means the time the
+	// row is stored.
+	DefaultIngestedAt *time.Time
 	// Now is the time of ingestion, which a timestamp may not lie more than MaxFutureSkew after; zero skips the
 	// check.
 	Now time.Time
@@ -138,10 +142,19 @@ func parseTime(field string, raw any) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, rowErr(field, "%s %q is not an RFC 3339 time such as 2026-01-31T12:00:00Z", field, compact(s))
 	}
-	if t.Before(timestampRange[0]) || !t.Before(timestampRange[1]) {
-		return time.Time{}, rowErr(field, "%s %s must lie between 1900 and 9000", field, s)
+	if !inTimestampRange(t) {
+		return time.Time{}, timeRangeErr(field, s)
 	}
 	return t.UTC(), nil
+}
+
+func inTimestampRange(t time.Time) bool {
+	return !t.Before(timestampRange[0]) && t.Before(timestampRange[1])
+}
+
+// timeRangeErr refuses a time outside timestampRange; s is the time as sent.
+func timeRangeErr(field, s string) error {
+	return rowErr(field, "%s %s must lie between 1900 and 9000", field, s)
 }
 
 func parseRowID(obj map[string]any) (string, bool, error) {
@@ -214,7 +227,10 @@ func (rc RowContext) checkOverride(field string, ts, expiry time.Time) error {
 func (rc RowContext) parseIngestedAt(obj map[string]any) (*time.Time, error) {
 	raw, ok := obj["_ingestedAt"]
 	if !ok {
-		return nil, nil
+		if d := rc.DefaultIngestedAt; d != nil && !inTimestampRange(*d) {
+			return nil, timeRangeErr("_ingestedAt", d.Format(time.RFC3339Nano))
+		}
+		return rc.DefaultIngestedAt, nil
 	}
 	if !rc.AllowIngestedAt {
 		return nil, rowErr("_ingestedAt", "_ingestedAt is set by the service; only an operator's import (retentionctl load) may keep an original ingestion time")
@@ -248,13 +264,6 @@ func (r *IngestResult) Reject(line int, err error) {
 	}
 }
 
-// RawEvent is one event as read from a request body, before validation.
-type RawEvent struct {
-	Line int
-	Data []byte
-	Err  error // the line could not be read as JSON
-}
-
 // RowFilter selects the rows a read returns, in (timestamp, _id) order.
 type RowFilter struct {
 	Store      Store
@@ -282,13 +291,25 @@ type RowCursor struct {
 
 // RowService stores and reads the rows of datasets. Like DatasetService it acts within the caller's org and sandbox.
 type RowService interface {
-	// Ingest validates and stores events, committing them in chunks as they arrive, so that a long stream is
-	// readable before it ends. A bad event never drops a good one; it is reported in the result.
-	Ingest(ctx context.Context, c *Caller, datasetID string, events iter.Seq[RawEvent], opts IngestOptions) (*IngestResult, error)
+	// BeginIngest begins an ingestion into the dataset: it reads, once for the whole ingestion, the dataset and
+	// what its events are validated against (RowWriter.Rules). Returns ENOTFOUND if the dataset does not exist.
+	BeginIngest(ctx context.Context, c *Caller, datasetID string, opts IngestOptions) (RowWriter, error)
 	// FindRows returns a page of the dataset's rows that are not expired, whether or not a run has deleted them yet.
 	FindRows(ctx context.Context, c *Caller, datasetID string, f RowFilter) (*RowPage, error)
 	// DeleteRow removes one row from every store, writing a Delete audit event. Returns ENOTFOUND if no such row.
 	DeleteRow(ctx context.Context, c *Caller, datasetID, rowID string) error
+}
+
+// RowWriter writes the rows of one ingestion into a dataset (RowService.BeginIngest). It writes what it is given;
+// validating events is the EventReader's, against Rules.
+type RowWriter interface {
+	// Rules returns what every row written must have been validated against (RowContext.ParseRow): the dataset as
+	// it was when the ingestion began, its lake store's limits, and the time of ingestion.
+	Rules() RowContext
+	// Write stores rows, committing them in chunks as they arrive, so that a long stream is readable before it
+	// ends, and adds what it committed to res (Accepted, ExpiredOnArrival). A failure stops it; the chunks committed
+	// before it stay, and res counts them. Returns ECONFLICT if the dataset is deleted meanwhile.
+	Write(ctx context.Context, rows iter.Seq[RowInput], res *IngestResult) error
 }
 
 // IngestOptions tune an ingestion.

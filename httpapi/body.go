@@ -54,7 +54,7 @@ func readJSONObject(c echo.Context) (map[string]any, error) {
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, &catalog.Error{Code: catalog.EINVALID, Type: "malformed-json", Field: "body",
-			Message: "the request body is not valid JSON: " + jsonErrorText(err)}
+			Message: "the request body is not valid JSON: " + catalog.JSONErrorText(err)}
 	}
 	if dec.More() || !onlyWhitespaceLeft(dec) {
 		return nil, &catalog.Error{Code: catalog.EINVALID, Type: "malformed-json", Field: "body",
@@ -75,15 +75,4 @@ func readJSONObject(c echo.Context) (map[string]any, error) {
 func onlyWhitespaceLeft(dec *json.Decoder) bool {
 	_, err := dec.Token()
 	return errors.Is(err, io.EOF)
-}
-
-func jsonErrorText(err error) string {
-	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) {
-		return fmt.Sprintf("%v (at byte %d)", syntax, syntax.Offset)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "the body is empty or cut short"
-	}
-	return err.Error()
 }

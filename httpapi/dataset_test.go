@@ -131,7 +131,7 @@ func TestCreateDataset(t *testing.T) {
 		big := `{"name":"a","description":"` + strings.Repeat("x", 1<<20) + `"}`
 		resp := b.do(t, request{method: http.MethodPost, path: "/dataSets", body: big})
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.status)
-		require.Equal(t, "too_large", resp.problem(t).Type)
+		require.Equal(t, "too-large", resp.problem(t).Type)
 	})
 }
 

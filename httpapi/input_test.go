@@ -442,8 +442,20 @@ type failingRows struct {
 	err       error
 }
 
-func (f failingRows) Ingest(context.Context, *catalog.Caller, string, iter.Seq[catalog.RawEvent], catalog.IngestOptions) (*catalog.IngestResult, error) {
-	return &catalog.IngestResult{Accepted: f.committed, Rejected: 1, Errors: []catalog.LineError{{Line: 3, Reason: "bad"}}}, f.err
+func (f failingRows) BeginIngest(context.Context, *catalog.Caller, string, catalog.IngestOptions) (catalog.RowWriter, error) {
+	return f, nil
+}
+
+// Rules makes every event without a timestamp a refused one.
+func (f failingRows) Rules() catalog.RowContext {
+	return catalog.RowContext{Dataset: &catalog.Dataset{Classification: catalog.Classification{DataBehavior: catalog.TimeSeries}}}
+}
+
+func (f failingRows) Write(_ context.Context, rows iter.Seq[catalog.RowInput], res *catalog.IngestResult) error {
+	for range rows {
+	}
+	res.Accepted += f.committed
+	return f.err
 }
 
 // Finding 6: an ingestion that failed after committing chunks answered a bare 500.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -136,6 +137,24 @@ func setETag(c echo.Context, ds *catalog.Dataset) {
 	tag := `"` + ds.VersionString() + `"`
 	c.Response().Header().Set("ETag", tag)
 	c.Response().Header().Set("E-Tag", tag)
+}
+
+// parseIfMatch reads an If-Match header into the precondition it states, nil for none. Clients may send the ETag
+// quoted or bare, weak (W/), and a list of tags, as RFC 9110 allows; "*" matches any version.
+func parseIfMatch(header string) *catalog.Precondition {
+	if header == "" {
+		return nil
+	}
+	p := &catalog.Precondition{Asked: header}
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+		if tag == "*" {
+			p.Any = true
+			continue
+		}
+		p.Versions = append(p.Versions, strings.Trim(tag, `"`))
+	}
+	return p
 }
 
 func referenceList(id string) []string { return []string{"@/dataSets/" + id} }

@@ -1,14 +1,11 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -25,7 +22,6 @@ import (
 // Limits of row ingestion and reads.
 const (
 	MaxRowsBody     = 100 << 20 // the largest ingestion body
-	maxEventLine    = 1 << 20   // the longest single event
 	defaultRowLimit = 100
 	maxRowLimit     = 1000
 )
@@ -58,11 +54,15 @@ func (s *Server) ingestRows(c echo.Context) error {
 	if req.ContentLength > MaxRowsBody {
 		return catalog.Errorf(catalog.ETOOLARGE, "the body is %d bytes; ingestion takes at most %d bytes per request", req.ContentLength, MaxRowsBody)
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, MaxRowsBody)
-	events, readErr := readEvents(body, kind)
-	res, err := s.rows.Ingest(req.Context(), caller(c), id, events, catalog.IngestOptions{ChunkCommitted: s.chunkCommitted})
+	w, err := s.rows.BeginIngest(req.Context(), caller(c), id, catalog.IngestOptions{ChunkCommitted: s.chunkCommitted})
+	if err != nil {
+		return err
+	}
+	events := catalog.NewEventReader(http.MaxBytesReader(c.Response(), req.Body, MaxRowsBody), kind, w.Rules())
+	res := &catalog.IngestResult{}
+	err = w.Write(req.Context(), events.Rows(res), res)
 	if err == nil {
-		err = bodyError(*readErr)
+		err = bodyError(events.Err())
 	}
 	if err != nil {
 		return s.ingestFailed(c, res, err)
@@ -116,111 +116,18 @@ func (s *Server) ingestFailed(c echo.Context, res *catalog.IngestResult, err err
 	return c.JSON(p.Status, ingestProblem{Problem: p, ingestResponse: newIngestResponse(res)})
 }
 
-func rowsContentType(c echo.Context) (string, error) {
+// rowsContentType returns the format of an ingestion body, as its Content-Type declares it.
+func rowsContentType(c echo.Context) (catalog.EventFormat, error) {
 	ct := c.Request().Header.Get(echo.HeaderContentType)
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != mimeNDJSON && mt != echo.MIMEApplicationJSON) {
-		return "", &catalog.Error{Code: catalog.EUNSUPPORTED, Type: "unsupported-content-type", Field: "Content-Type",
+		return 0, &catalog.Error{Code: catalog.EUNSUPPORTED, Type: "unsupported-content-type", Field: "Content-Type",
 			Message: fmt.Sprintf("%s: rows are sent as application/x-ndjson (one event per line) or application/json (an array of events), got %q", errContentType, ct)}
 	}
-	return mt, nil
-}
-
-// readEvents streams the events of a body, never holding it whole. The error it points to is set once the sequence
-// ends, when the body itself could not be read to its end (a size limit, a broken connection).
-func readEvents(body io.Reader, kind string) (iter.Seq[catalog.RawEvent], *error) {
-	var readErr error
-	if kind == mimeNDJSON {
-		return ndjsonEvents(body, &readErr), &readErr
+	if mt == mimeNDJSON {
+		return catalog.NDJSON, nil
 	}
-	return arrayEvents(body, &readErr), &readErr
-}
-
-func ndjsonEvents(body io.Reader, readErr *error) iter.Seq[catalog.RawEvent] {
-	return func(yield func(catalog.RawEvent) bool) {
-		r := bufio.NewReaderSize(body, 64<<10)
-		for line := 1; ; line++ {
-			data, tooLong, err := readLine(r)
-			if len(bytes.TrimSpace(data)) > 0 || tooLong {
-				ev := catalog.RawEvent{Line: line, Data: data}
-				if tooLong {
-					ev = catalog.RawEvent{Line: line, Err: catalog.Errorf(catalog.EINVALID, "the event is longer than %d bytes", maxEventLine)}
-				}
-				if !yield(ev) {
-					return
-				}
-			}
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					*readErr = err
-				}
-				return
-			}
-		}
-	}
-}
-
-// readLine reads one line, discarding the rest of a line longer than maxEventLine.
-func readLine(r *bufio.Reader) ([]byte, bool, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) <= maxEventLine {
-			line = append(line, chunk...)
-		} else {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = r.ReadSlice('\n')
-			}
-			return nil, true, err
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return line, false, err
-		}
-	}
-}
-
-func arrayEvents(body io.Reader, readErr *error) iter.Seq[catalog.RawEvent] {
-	return func(yield func(catalog.RawEvent) bool) {
-		dec := json.NewDecoder(body)
-		broken := func(err error, format string, args ...any) {
-			if isReadError(err) {
-				*readErr = err
-				return
-			}
-			*readErr = catalog.Invalid("malformed-json", "body", format, args...)
-		}
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-			broken(err, "an application/json body must be a JSON array of events")
-			return
-		}
-		n := 0
-		for dec.More() {
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				// A syntax error leaves the decoder lost: the rest of the array cannot be read.
-				broken(err, "element %d of the array and everything after it is not valid JSON: %v", n+1, jsonErrorText(err))
-				return
-			}
-			n++
-			if !yield(catalog.RawEvent{Line: n, Data: raw}) {
-				return
-			}
-		}
-		// More also says no at the end of the body: only a bracket closes the array, else the body was cut short.
-		if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
-			broken(err, "the JSON array of events is not closed: the body ends after element %d without ]", n)
-			return
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			broken(err, "the body goes on after the ] that closes its array of events")
-		}
-	}
-}
-
-func isReadError(err error) bool {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.As(err, &syntax) && !errors.As(err, &typ)
+	return catalog.JSONArray, nil
 }
 
 // link is a HAL link.

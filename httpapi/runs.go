@@ -10,8 +10,9 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// runDoc is a run as the API shows it.
-type runDoc struct {
+// RunDoc is a run as the API shows it (GET /retention/runs/{id}, and each of GET /retention/runs). It is the one
+// definition of that JSON shape: retentionctl reads runs into it.
+type RunDoc struct {
 	ID           string          `json:"id"`
 	Status       string          `json:"status"`
 	Trigger      string          `json:"trigger"`
@@ -23,18 +24,21 @@ type runDoc struct {
 	StartedAt    string          `json:"startedAt,omitempty"`
 	FinishedAt   string          `json:"finishedAt,omitempty"`
 	Error        string          `json:"error,omitempty"`
-	Progress     runProgress     `json:"progress"`
-	Datasets     []runDatasetDoc `json:"datasets"`
+	Progress     RunProgress     `json:"progress"`
+	Datasets     []RunDatasetDoc `json:"datasets"`
 	Links        map[string]link `json:"_links"`
 }
 
-type runProgress struct {
+// RunProgress is how far a run is: its datasets done of all, and the rows deleted (or, in a dry run, that would
+// be) so far.
+type RunProgress struct {
 	DatasetsDone  int   `json:"datasetsDone"`
 	DatasetsTotal int   `json:"datasetsTotal"`
 	RowsDeleted   int64 `json:"rowsDeleted"`
 }
 
-type runDatasetDoc struct {
+// RunDatasetDoc is a dataset's part of a run: how it ended and what it deleted, under which TTL.
+type RunDatasetDoc struct {
 	DatasetID         string  `json:"datasetId"`
 	Store             string  `json:"store"`
 	Status            string  `json:"status"`
@@ -54,17 +58,17 @@ func formatTime(t *time.Time) string {
 	return t.UTC().Format(rfc3339ms)
 }
 
-func newRunDoc(r *catalog.Run) runDoc {
-	doc := runDoc{
+func newRunDoc(r *catalog.Run) RunDoc {
+	doc := RunDoc{
 		ID: r.ID, Status: r.Status, Trigger: r.Trigger, Store: string(r.Store), ScheduledFor: formatTime(r.ScheduledFor),
 		DryRun: r.DryRun, EvaluatedAt: formatTime(&r.EvaluatedAt), CreatedAt: formatTime(&r.CreatedAt),
 		StartedAt: formatTime(r.StartedAt), FinishedAt: formatTime(r.FinishedAt), Error: r.Error,
-		Progress: runProgress{DatasetsDone: r.DatasetsDone, DatasetsTotal: r.DatasetsTotal, RowsDeleted: r.RowsDeleted},
-		Datasets: make([]runDatasetDoc, 0, len(r.Datasets)),
+		Progress: RunProgress{DatasetsDone: r.DatasetsDone, DatasetsTotal: r.DatasetsTotal, RowsDeleted: r.RowsDeleted},
+		Datasets: make([]RunDatasetDoc, 0, len(r.Datasets)),
 		Links:    map[string]link{"self": {Href: "/retention/runs/" + r.ID}},
 	}
 	for _, d := range r.Datasets {
-		doc.Datasets = append(doc.Datasets, runDatasetDoc{DatasetID: d.DatasetID, Store: string(r.Store), Status: d.Status,
+		doc.Datasets = append(doc.Datasets, RunDatasetDoc{DatasetID: d.DatasetID, Store: string(r.Store), Status: d.Status,
 			TTLValue: d.TTLValue, RowsDeleted: d.RowsDeleted, PartitionsDropped: d.PartitionsDropped, Error: d.Error})
 	}
 	return doc
@@ -92,11 +96,11 @@ func (s *Server) listRuns(c echo.Context) error {
 	}
 	out := struct {
 		Embedded struct {
-			Runs []runDoc `json:"runs"`
+			Runs []RunDoc `json:"runs"`
 		} `json:"_embedded"`
 		Links map[string]link `json:"_links"`
 	}{Links: map[string]link{"self": {Href: c.Request().URL.RequestURI()}}}
-	out.Embedded.Runs = make([]runDoc, 0, len(runs))
+	out.Embedded.Runs = make([]RunDoc, 0, len(runs))
 	for _, r := range runs {
 		out.Embedded.Runs = append(out.Embedded.Runs, newRunDoc(r))
 	}

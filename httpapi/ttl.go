@@ -36,7 +36,7 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ds, err := s.datasets.PatchDataset(c.Request().Context(), caller(c), id, patch, c.Request().Header.Get("If-Match"))
+	ds, err := s.datasets.PatchDataset(c.Request().Context(), caller(c), id, patch, parseIfMatch(c.Request().Header.Get("If-Match")))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testlog"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -114,7 +115,7 @@ func (b *testBundle) dataset(t *testing.T, name string, ttl string) string {
 	require.NoError(t, err)
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": ttl}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
 	require.NoError(t, err)
 	var rows []catalog.RowInput
 	for m := 1; m <= 24; m++ {
@@ -387,7 +388,7 @@ func TestProfileRunHasNoGrace(t *testing.T) {
 	require.NoError(t, err)
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_unifiedProfile": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1D"}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
 	require.NoError(t, err)
 	old := b.clock.Now().AddDate(0, 0, -3)
 	_, err = b.rows.IngestRows(ctx, b.caller, ds.ID, func(yield func(catalog.RowInput) bool) {
@@ -460,7 +461,7 @@ func TestPanicInAJobIsRecoveredAndRetried(t *testing.T) {
 	b.clock.Set(b.clock.Now().AddDate(0, 1, 1))
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P30D"}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, nil)
 	require.NoError(t, err)
 	run, err := w.StartRun(context.Background(), b.caller, catalog.RunRequest{})
 	require.NoError(t, err)
@@ -540,25 +541,12 @@ func TestStartupReleaseDropsOnlyOldLeftovers(t *testing.T) {
 	require.Equal(t, []string{"lake_rows_p200002_gone2"}, tables)
 }
 
-// lockedBuffer is a bytes.Buffer that the replica's goroutines may write while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// datasetLines returns the "dataset done" log lines of the run, keyed by dataset id; a dataset logged twice fails.
-func (b *lockedBuffer) datasetLines(t *testing.T, runID string) map[string]map[string]any {
+// datasetLines returns the "dataset done" log lines of the run in log, keyed by dataset id; a dataset logged twice
+// fails.
+func datasetLines(t *testing.T, log *testlog.Buffer, runID string) map[string]map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	lines := map[string]map[string]any{}
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(log.Bytes()))
 	for sc.Scan() {
 		var line map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "log line %q", sc.Text())
@@ -581,7 +569,7 @@ func TestRunLogsEachDataset(t *testing.T) {
 	b := setup(t)
 	ids := []string{b.dataset(t, "a", "P3M"), b.dataset(t, "b", "P6M"), b.dataset(t, "c", "P12M")}
 	want := map[string]float64{ids[0]: 22, ids[1]: 19, ids[2]: 13}
-	log := &lockedBuffer{}
+	log := &testlog.Buffer{}
 	w := b.replicaWith(t, true, nil, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	b.clock.Set(b.clock.Now().Add(time.Hour))
 
@@ -590,7 +578,7 @@ func TestRunLogsEachDataset(t *testing.T) {
 		require.NoError(t, err)
 		run = waitForRun(t, b, []*replica{w}, run.ID)
 		require.Equal(t, catalog.StatusSucceeded, run.Status)
-		lines := log.datasetLines(t, run.ID)
+		lines := datasetLines(t, log, run.ID)
 		require.Len(t, lines, len(ids), "dry run %v: one line per dataset", dryRun)
 		for id, rows := range want {
 			line := lines[id]

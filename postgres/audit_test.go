@@ -138,7 +138,7 @@ func TestAuditChain(t *testing.T) {
 			"rowExpiration": map[string]any{"ttlValue": "P6M"}}}})
 		require.NoError(t, err)
 		b.now = b.now.Add(time.Second)
-		_, err = datasets.PatchDataset(ctx, b.caller, ds.ID, patch, "")
+		_, err = datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
 		require.NoError(t, err)
 		b.now = b.now.Add(time.Second)
 		require.NoError(t, datasets.DeleteDataset(ctx, b.caller, ds.ID))

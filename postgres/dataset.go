@@ -380,7 +380,7 @@ WHERE id = $1`
 
 // PatchDataset implements catalog.DatasetService. The dataset row is locked for the transaction, so concurrent
 // patches of different fields apply one after the other and none is lost, whichever replica serves them.
-func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id string, p *catalog.Patch, ifMatch string) (_ *catalog.Dataset, err error) {
+func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id string, p *catalog.Patch, ifMatch *catalog.Precondition) (_ *catalog.Dataset, err error) {
 	defer outage(&err)
 	now := s.db.now()
 	var next *catalog.Dataset
@@ -389,7 +389,7 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 		if err != nil {
 			return err
 		}
-		if err := checkIfMatch(ds, ifMatch); err != nil {
+		if err := ifMatch.Check(ds); err != nil {
 			return err
 		}
 		limits, err := findLimits(ctx, tx, c.Org)
@@ -409,7 +409,7 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
 				return err
 			}
-			if !samePeriod(ch.Before.TTL, ch.After.TTL) {
+			if !retention.SamePeriod(ch.Before.TTL, ch.After.TTL) {
 				if err := startSetting(ctx, tx, id, store, ch.After.TTL, now); err != nil {
 					return err
 				}
@@ -421,23 +421,6 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 		return nil, err
 	}
 	return next, nil
-}
-
-// checkIfMatch compares an If-Match header with the dataset's version. Clients may send the ETag quoted or bare,
-// and a list of tags, as RFC 9110 allows.
-func checkIfMatch(ds *catalog.Dataset, ifMatch string) error {
-	if ifMatch == "" {
-		return nil
-	}
-	current := ds.VersionString()
-	for _, tag := range strings.Split(ifMatch, ",") {
-		tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
-		if tag == "*" || strings.Trim(tag, `"`) == current {
-			return nil
-		}
-	}
-	return &catalog.Error{Code: catalog.EPRECONDITION, Type: "version-mismatch", Field: "If-Match",
-		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", ifMatch, current, ds.ID)}
 }
 
 // TTLLimits implements catalog.DatasetService.
@@ -464,11 +447,4 @@ func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id st
 		out[store] = all[catalog.PolicyKey{Store: store, ManagedBy: ds.Classification.ManagedBy}]
 	}
 	return ds, out, nil
-}
-
-func samePeriod(a, b *retention.Period) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }

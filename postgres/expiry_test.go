@@ -112,10 +112,10 @@ type scenario struct {
 type stepKind int
 
 const (
-	setTTL stepKind = iota
-	ingest
-	advance
-	deleteDataset
+	stepSetTTL stepKind = iota
+	stepIngest
+	stepAdvance
+	stepDelete
 )
 
 // step is one action of a scenario, on dataset ds (an index).
@@ -152,22 +152,22 @@ func drawScenario(seed uint64) scenario {
 	for epoch := range 1 + rng.IntN(3) {
 		for ds := range sc.datasets {
 			if rng.IntN(2) == 0 {
-				sc.steps = append(sc.steps, step{kind: setTTL, ds: ds, ttl: ttls[rng.IntN(len(ttls))]})
+				sc.steps = append(sc.steps, step{kind: stepSetTTL, ds: ds, ttl: ttls[rng.IntN(len(ttls))]})
 			}
 			if rng.IntN(5) != 0 {
 				lines, resent := drawLines(rng, now, epoch, 5+rng.IntN(30), overrides[ds], imports[ds], sc.centuries)
-				sc.steps = append(sc.steps, step{kind: ingest, ds: ds, lines: lines, resent: resent, imports: imports[ds]})
+				sc.steps = append(sc.steps, step{kind: stepIngest, ds: ds, lines: lines, resent: resent, imports: imports[ds]})
 			}
 			d := time.Duration(rng.IntN(60*24)) * time.Hour
 			if sc.centuries && rng.IntN(3) == 0 {
 				d = time.Duration(rng.IntN(40*365)) * 24 * time.Hour
 			}
-			sc.steps = append(sc.steps, step{kind: advance, d: d})
+			sc.steps = append(sc.steps, step{kind: stepAdvance, d: d})
 			now = now.Add(d)
 		}
 	}
 	if rng.IntN(2) == 0 {
-		sc.steps = append(sc.steps, step{kind: deleteDataset, ds: rng.IntN(sc.datasets)})
+		sc.steps = append(sc.steps, step{kind: stepDelete, ds: rng.IntN(sc.datasets)})
 	}
 	switch rng.IntN(3) {
 	case 1:
@@ -200,16 +200,16 @@ func drawClassic(seed uint64) scenario {
 	for epoch := range 4 {
 		for ds := range 4 {
 			if rng.IntN(2) == 0 {
-				sc.steps = append(sc.steps, step{kind: setTTL, ds: ds, ttl: ttlChoices[rng.IntN(len(ttlChoices))]})
+				sc.steps = append(sc.steps, step{kind: stepSetTTL, ds: ds, ttl: ttlChoices[rng.IntN(len(ttlChoices))]})
 			}
 			lines, resent := drawLines(rng, now, epoch, 60, ds != 1, ds == 2, false)
-			sc.steps = append(sc.steps, step{kind: ingest, ds: ds, lines: lines, resent: resent, imports: ds == 2})
+			sc.steps = append(sc.steps, step{kind: stepIngest, ds: ds, lines: lines, resent: resent, imports: ds == 2})
 			d := time.Duration(rng.IntN(60*24)) * time.Hour
-			sc.steps = append(sc.steps, step{kind: advance, d: d})
+			sc.steps = append(sc.steps, step{kind: stepAdvance, d: d})
 			now = now.Add(d)
 		}
 	}
-	sc.steps = append(sc.steps, step{kind: deleteDataset, ds: 3})
+	sc.steps = append(sc.steps, step{kind: stepDelete, ds: 3})
 	if seed%2 == 1 {
 		sc.grace = retention.Period{Days: 30}
 	}
@@ -428,9 +428,9 @@ func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (id
 	deleted = map[string]bool{}
 	for _, s := range sc.steps {
 		switch s.kind {
-		case setTTL:
+		case stepSetTTL:
 			b.setTTL(t, ids[s.ds], s.ttl)
-		case ingest:
+		case stepIngest:
 			b.ingestEvents(t, ids[s.ds], s.lines, s.imports)
 			for _, l := range s.lines {
 				if strings.Contains(l, `"_ingestedAt"`) {
@@ -438,9 +438,9 @@ func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (id
 				}
 			}
 			stats.resent.Add(int64(s.resent))
-		case advance:
+		case stepAdvance:
 			b.now = b.now.Add(s.d)
-		case deleteDataset:
+		case stepDelete:
 			_, err := b.datasets.FindDatasetByID(context.Background(), b.caller, ids[s.ds])
 			require.NoError(t, err)
 			require.NoError(t, b.datasets.DeleteDataset(context.Background(), b.caller, ids[s.ds]))
@@ -454,14 +454,14 @@ func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (id
 // ingestEvents stores the NDJSON events in the dataset, all of which must be accepted.
 func (b *sweepBundle) ingestEvents(t *testing.T, id string, lines []string, imports bool) {
 	t.Helper()
-	events := func(yield func(catalog.RawEvent) bool) {
-		for i, l := range lines {
-			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
+	events := func(yield func([]byte) bool) {
+		for _, l := range lines {
+			if !yield([]byte(l)) {
 				return
 			}
 		}
 	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{AllowIngestedAt: imports})
+	res, err := ingest(context.Background(), b.rows, b.caller, id, events, catalog.IngestOptions{AllowIngestedAt: imports})
 	require.NoError(t, err)
 	require.Zero(t, res.Rejected, "%v", res.Errors)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -121,11 +122,42 @@ func appliedVersions(ctx context.Context, q querier) (map[int]bool, error) {
 	return out, nil
 }
 
-// MigrateUp applies every pending migration, each in its own transaction, and returns how many it applied.
+// MigrateUp applies every pending migration, oldest first, each in its own transaction, and returns how many it
+// applied.
 func MigrateUp(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	return migrate(ctx, pool, up, math.MaxInt)
+}
+
+// MigrateDown reverts the newest steps applied migrations, newest first, and returns how many it reverted.
+func MigrateDown(ctx context.Context, pool *pgxpool.Pool, steps int) (int, error) {
+	return migrate(ctx, pool, down, steps)
+}
+
+// direction is one way through the migrations: which ones it takes (the pending going up, the applied going down),
+// in which order, which of their two files it runs and how it records that in schema_migrations.
+type direction struct {
+	takesApplied bool
+	newestFirst  bool
+	body         func(Migration) string
+	record       string
+}
+
+var (
+	up = direction{body: func(m Migration) string { return m.Up },
+		record: `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`}
+	down = direction{takesApplied: true, newestFirst: true, body: func(m Migration) string { return m.Down },
+		record: `DELETE FROM schema_migrations WHERE version = $1 AND name = $2`}
+)
+
+// migrate runs, under the migration lock, at most limit of the migrations that d takes, in its order, each in its
+// own transaction, and returns how many it ran.
+func migrate(ctx context.Context, pool *pgxpool.Pool, d direction, limit int) (int, error) {
 	all, err := Migrations()
 	if err != nil {
 		return 0, err
+	}
+	if d.newestFirst {
+		slices.Reverse(all)
 	}
 	n := 0
 	err = withMigrationLock(ctx, pool, func(conn *pgxpool.Conn) error {
@@ -134,37 +166,13 @@ func MigrateUp(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 			return err
 		}
 		for _, m := range all {
-			if applied[m.Version] {
+			if n >= limit {
+				break
+			}
+			if applied[m.Version] != d.takesApplied {
 				continue
 			}
-			if err := runMigration(ctx, conn, m.Up, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	return n, err
-}
-
-// MigrateDown reverts the newest steps applied migrations, newest first, and returns how many it reverted.
-func MigrateDown(ctx context.Context, pool *pgxpool.Pool, steps int) (int, error) {
-	all, err := Migrations()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	err = withMigrationLock(ctx, pool, func(conn *pgxpool.Conn) error {
-		applied, err := appliedVersions(ctx, conn)
-		if err != nil {
-			return err
-		}
-		for i := len(all) - 1; i >= 0 && n < steps; i-- {
-			m := all[i]
-			if !applied[m.Version] {
-				continue
-			}
-			if err := runMigration(ctx, conn, m.Down, `DELETE FROM schema_migrations WHERE version = $1 AND name = $2`, m); err != nil {
+			if err := runMigration(ctx, conn, d.body(m), d.record, m); err != nil {
 				return err
 			}
 			n++

@@ -46,19 +46,9 @@ func setupPartitions(t *testing.T) *partitionsBundle {
 // ingestLines ingests NDJSON lines and requires every one accepted.
 func (b *sweepBundle) ingestLines(t *testing.T, id string, lines ...string) {
 	t.Helper()
-	res, err := b.rows.Ingest(context.Background(), b.caller, id, rawEvents(lines...), catalog.IngestOptions{})
+	res, err := ingest(context.Background(), b.rows, b.caller, id, rawEvents(lines...), catalog.IngestOptions{})
 	require.NoError(t, err)
 	require.Equal(t, len(lines), res.Accepted, "%v", res.Errors)
-}
-
-func rawEvents(lines ...string) func(yield func(catalog.RawEvent) bool) {
-	return func(yield func(catalog.RawEvent) bool) {
-		for i, l := range lines {
-			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
-				return
-			}
-		}
-	}
 }
 
 // partitionsOf lists the partitions the counters say hold rows of the dataset.
@@ -168,7 +158,7 @@ func TestChunkRetryIsBounded(t *testing.T) {
 		calls.Add(1)
 		require.NoError(t, b.drop(parts...))
 	})
-	_, err := b.rows.Ingest(context.Background(), b.caller, b.ds, rawEvents(`{"timestamp":"2025-03-01T12:00:00Z","_id":"b"}`), catalog.IngestOptions{})
+	_, err := ingest(context.Background(), b.rows, b.caller, b.ds, rawEvents(`{"timestamp":"2025-03-01T12:00:00Z","_id":"b"}`), catalog.IngestOptions{})
 	require.ErrorContains(t, err, "does not exist")
 	require.EqualValues(t, 5, calls.Load(), "placed five times, then given up")
 	for _, r := range b.allRows(t) {
@@ -341,7 +331,7 @@ func TestRequestsBesideRunsThatDropPartitions(t *testing.T) {
 			lines = append(lines, fmt.Sprintf(`{"timestamp":"2024-06-%02dT00:00:00Z","_id":"old%d"}`, 1+j, (i+j)%20),
 				fmt.Sprintf(`{"timestamp":"2024-12-%02dT00:00:00Z","_id":"live%d","chunk":%d}`, 10+j, j, i))
 		}
-		_, err := b.rows.Ingest(ctx, b.caller, ds, rawEvents(lines...), catalog.IngestOptions{})
+		_, err := ingest(ctx, b.rows, b.caller, ds, rawEvents(lines...), catalog.IngestOptions{})
 		require.NoError(t, err, "chunk %d", i)
 	}
 	close(done)
@@ -402,7 +392,7 @@ func TestDatasetMetricsNeedOneConnection(t *testing.T) {
 	ds, err := datasets.CreateDataset(ctx, c, catalog.DatasetCreate{Name: "one",
 		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
 	require.NoError(t, err)
-	res, err := postgres.NewRowService(db, 0).Ingest(ctx, c, ds.ID,
+	res, err := ingest(ctx, postgres.NewRowService(db, 0), c, ds.ID,
 		rawEvents(`{"timestamp":"`+time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)+`"}`), catalog.IngestOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Accepted)

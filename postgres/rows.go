@@ -94,47 +94,48 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 	return t, nil
 }
 
-// Ingest implements catalog.RowService.
-func (s *RowService) Ingest(ctx context.Context, c *catalog.Caller, datasetID string, events iter.Seq[catalog.RawEvent], opts catalog.IngestOptions) (_ *catalog.IngestResult, err error) {
+// BeginIngest implements catalog.RowService.
+func (s *RowService) BeginIngest(ctx context.Context, c *catalog.Caller, datasetID string, opts catalog.IngestOptions) (_ catalog.RowWriter, err error) {
 	defer outage(&err)
 	t, err := s.target(ctx, c, datasetID)
 	if err != nil {
 		return nil, err
 	}
-	rc := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt, Now: s.db.now()}
-	res := &catalog.IngestResult{}
-	valid := func(yield func(catalog.RowInput) bool) {
-		for ev := range events {
-			if ev.Err != nil {
-				res.Reject(ev.Line, ev.Err)
-				continue
-			}
-			in, err := rc.ParseRow(ev.Data)
-			if err != nil {
-				res.Reject(ev.Line, err)
-				continue
-			}
-			if !yield(in) {
-				return
-			}
-		}
-	}
-	return res, s.store(ctx, t, valid, res, opts)
+	rules := catalog.RowContext{Dataset: t.ds, Lake: t.limits, AllowIngestedAt: opts.AllowIngestedAt, Now: s.db.now()}
+	return &rowWriter{s: s, t: t, rules: rules, opts: opts}, nil
+}
+
+// rowWriter implements catalog.RowWriter: the ingestion of one body, into the target BeginIngest read.
+type rowWriter struct {
+	s     *RowService
+	t     *ingestTarget
+	rules catalog.RowContext
+	opts  catalog.IngestOptions
+}
+
+// Rules implements catalog.RowWriter. A PATCH during the ingestion changes where its later chunks go (refresh), not
+// the rules its events were validated against: they are the dataset's when the ingestion began.
+func (w *rowWriter) Rules() catalog.RowContext { return w.rules }
+
+// Write implements catalog.RowWriter.
+func (w *rowWriter) Write(ctx context.Context, rows iter.Seq[catalog.RowInput], res *catalog.IngestResult) (err error) {
+	defer outage(&err)
+	return w.s.write(ctx, w.t, rows, res, w.opts)
 }
 
 // IngestRows stores rows that are valid by construction, such as an operator's synthetic data, without the JSON
-// round trip of Ingest. Overrides are the caller's to keep within limits.
+// round trip of an EventReader. Overrides are the caller's to keep within limits.
 func (s *RowService) IngestRows(ctx context.Context, c *catalog.Caller, datasetID string, rows iter.Seq[catalog.RowInput], opts catalog.IngestOptions) (*catalog.IngestResult, error) {
 	t, err := s.target(ctx, c, datasetID)
 	if err != nil {
 		return nil, err
 	}
 	res := &catalog.IngestResult{}
-	return res, s.store(ctx, t, rows, res, opts)
+	return res, s.write(ctx, t, rows, res, opts)
 }
 
-// store writes rows in chunks of s.chunkRows, each committed as it fills.
-func (s *RowService) store(ctx context.Context, t *ingestTarget, rows iter.Seq[catalog.RowInput], res *catalog.IngestResult, opts catalog.IngestOptions) error {
+// write writes rows in chunks of s.chunkRows, each committed as it fills.
+func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[catalog.RowInput], res *catalog.IngestResult, opts catalog.IngestOptions) error {
 	chunk := make([]catalog.RowInput, 0, s.chunkRows)
 	flush := func() error {
 		if len(chunk) == 0 {

@@ -28,10 +28,10 @@ func (b *rowsPageBundle) dataset(t *testing.T, datasets *postgres.DatasetService
 		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
 	require.NoError(t, err)
 	now := time.Now().UTC().Truncate(time.Second)
-	res, err := b.rows.Ingest(ctx, b.caller, ds.ID, func(yield func(catalog.RawEvent) bool) {
+	res, err := ingest(ctx, b.rows, b.caller, ds.ID, func(yield func([]byte) bool) {
 		for i := range n {
 			data := fmt.Sprintf(`{"_id":"r%02d","timestamp":%q,"pad":"%s"}`, i, now.Add(time.Duration(i-60)*time.Minute).Format(time.RFC3339), pad)
-			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(data)}) {
+			if !yield([]byte(data)) {
 				return
 			}
 		}

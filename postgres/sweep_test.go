@@ -99,7 +99,7 @@ func (b *sweepBundle) setTTL(t *testing.T, id string, v any) {
 	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
 		"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": v}}}})
 	require.NoError(t, err)
-	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, "")
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, nil)
 	if err != nil {
 		require.Equal(t, catalog.EINVALID, catalog.ErrorCode(err), "only the cross-store rule may refuse: %v", err)
 	}
@@ -221,15 +221,15 @@ func TestSweepAfterShorteningDeletesExactlyTheExpired(t *testing.T) {
 // ingestSeries stores n rows without overrides, one every step back from b.now.
 func (b *sweepBundle) ingestSeries(t *testing.T, id string, n int, step time.Duration) {
 	t.Helper()
-	events := func(yield func(catalog.RawEvent) bool) {
+	events := func(yield func([]byte) bool) {
 		for i := range n {
 			ts := b.now.Add(-time.Duration(i)*step - 17*time.Minute)
-			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d"}`, ts.Format(time.RFC3339), i)}) {
+			if !yield(fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d"}`, ts.Format(time.RFC3339), i)) {
 				return
 			}
 		}
 	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{})
+	res, err := ingest(context.Background(), b.rows, b.caller, id, events, catalog.IngestOptions{})
 	require.NoError(t, err)
 	require.Zero(t, res.Rejected, "%v", res.Errors)
 }
@@ -312,16 +312,16 @@ func TestResentIDsReplaceRows(t *testing.T) {
 			ds := b.newDataset(t, "resent")
 			b.setTTL(t, ds, "P1Y")
 			b.ingestSeries(t, ds, 1000, time.Hour) // about six weeks: two or three partitions
-			events := func(yield func(catalog.RawEvent) bool) {
+			events := func(yield func([]byte) bool) {
 				for i := range tc.resent {
 					ts := b.now.Add(-time.Duration(i*7) * 24 * time.Hour) // moves most rows to another partition
 					line := fmt.Appendf(nil, `{"timestamp":%q,"_id":"r%d","v":"second"}`, ts.Format(time.RFC3339), i*2)
-					if !yield(catalog.RawEvent{Line: i + 1, Data: line}) {
+					if !yield(line) {
 						return
 					}
 				}
 			}
-			res, err := b.rows.Ingest(ctx, b.caller, ds, events, catalog.IngestOptions{})
+			res, err := ingest(ctx, b.rows, b.caller, ds, events, catalog.IngestOptions{})
 			require.NoError(t, err)
 			require.Equal(t, tc.resent, res.Accepted)
 
@@ -387,10 +387,10 @@ func TestLateEventAfterItsPartitionWasDropped(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a release of what was detached before a minute ago leaves it")
 
-	late := func(yield func(catalog.RawEvent) bool) {
-		yield(catalog.RawEvent{Line: 1, Data: []byte(`{"timestamp":"2024-10-10T00:00:00Z","_id":"late"}`)})
+	late := func(yield func([]byte) bool) {
+		yield([]byte(`{"timestamp":"2024-10-10T00:00:00Z","_id":"late"}`))
 	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, ds, late, catalog.IngestOptions{})
+	res, err := ingest(context.Background(), b.rows, b.caller, ds, late, catalog.IngestOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Accepted)
 	require.Equal(t, 1, res.ExpiredOnArrival, "expired on arrival, so hidden at once")
@@ -459,15 +459,15 @@ func TestWorkersWalkOnePartitionTogether(t *testing.T) {
 // unique to the round.
 func (b *sweepBundle) ingestRound(t *testing.T, id string, round, n int, span time.Duration) {
 	t.Helper()
-	events := func(yield func(catalog.RawEvent) bool) {
+	events := func(yield func([]byte) bool) {
 		for i := range n {
 			ts := b.now.Add(-span * time.Duration(round*n+i) / time.Duration(30*n))
-			if !yield(catalog.RawEvent{Line: i + 1, Data: fmt.Appendf(nil, `{"timestamp":%q,"_id":"w%d-%d"}`, ts.Format(time.RFC3339), round, i)}) {
+			if !yield(fmt.Appendf(nil, `{"timestamp":%q,"_id":"w%d-%d"}`, ts.Format(time.RFC3339), round, i)) {
 				return
 			}
 		}
 	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, id, events, catalog.IngestOptions{})
+	res, err := ingest(context.Background(), b.rows, b.caller, id, events, catalog.IngestOptions{})
 	require.NoError(t, err)
 	require.Equal(t, n, res.Accepted)
 }
@@ -484,18 +484,18 @@ func TestWalkJudgesImportedRowsByTheirHistory(t *testing.T) {
 	b.setTTL(t, ds, "P1M")
 	b.now = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	b.setTTL(t, ds, "P12M")
-	events := func(yield func(catalog.RawEvent) bool) {
-		for i, l := range []string{
+	events := func(yield func([]byte) bool) {
+		for _, l := range []string{
 			`{"timestamp":"2024-06-20T00:00:00Z","_id":"imported","_ingestedAt":"2024-06-21T00:00:00Z"}`, // P1M expired it
 			`{"timestamp":"2024-06-05T00:00:00Z","_id":"due"}`,                                           // placed 2025-06-05
 			`{"timestamp":"2024-06-25T00:00:00Z","_id":"young"}`,                                         // placed 2025-06-25; P1M ended before it came
 		} {
-			if !yield(catalog.RawEvent{Line: i + 1, Data: []byte(l)}) {
+			if !yield([]byte(l)) {
 				return
 			}
 		}
 	}
-	res, err := b.rows.Ingest(context.Background(), b.caller, ds, events, catalog.IngestOptions{AllowIngestedAt: true})
+	res, err := ingest(context.Background(), b.rows, b.caller, ds, events, catalog.IngestOptions{AllowIngestedAt: true})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Accepted)
 

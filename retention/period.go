@@ -291,6 +291,16 @@ func (p Period) Compare(q Period) int {
 	return cmp.Compare(p.ComparableDays(), q.ComparableDays())
 }
 
+// SamePeriod reports whether a and b are the same setting: both nil (no TTL: rows are kept for ever), or both set
+// and written alike. Unlike Compare, P1Y and P12M are not the same: a setting is what was written, and writing it
+// differently is a change that starts a new entry in the TTL history.
+func SamePeriod(a, b *Period) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // Interval returns a Postgres interval literal that Postgres reads as exactly
 // this period, e.g. "3 mons", "1 year 2 mons 3 days" or "14 days". Weeks are
 // written as days because Postgres stores them as days anyway. The zero

@@ -356,3 +356,14 @@ func BenchmarkParsePeriod(b *testing.B) {
 		}
 	}
 }
+
+func TestSamePeriod(t *testing.T) {
+	t.Parallel()
+	year, months := Period{Years: 1}, Period{Months: 12}
+	require.True(t, SamePeriod(nil, nil), "no TTL is no TTL")
+	require.True(t, SamePeriod(&year, &Period{Years: 1}), "equal values behind different pointers")
+	require.False(t, SamePeriod(&year, nil))
+	require.False(t, SamePeriod(nil, &year))
+	require.False(t, SamePeriod(&year, &months), "P1Y and P12M compare equal but are written differently")
+	require.Equal(t, 0, year.Compare(months))
+}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"strings"
 	"sync"
@@ -28,9 +25,6 @@ const loadUsage = `usage: retentionctl load -org ORG [-sandbox prod] -dataset NA
        retentionctl load -org ORG -generate N [-datasets M] [-from DAY] [-to DAY] [-name-prefix synthetic]
                          [-orgs ORG2,ORG3] [-seed 1] [-ingested-at-event] [-workers 2]
 Flags go before the files.`
-
-// maxLoadLine bounds one event line, as the HTTP API does.
-const maxLoadLine = 1 << 20
 
 // loadFlags are the parsed flags of `retentionctl load`.
 type loadFlags struct {
@@ -269,88 +263,27 @@ func loadFile(ctx context.Context, rows *postgres.RowService, c *catalog.Caller,
 		defer func() { _ = file.Close() }()
 		r = file
 	}
-	var readErr error
-	events := ndjsonEvents(r, ingestedAt, &readErr)
-	res, err := rows.Ingest(ctx, c, datasetID, events, catalog.IngestOptions{AllowIngestedAt: true, ChunkCommitted: bar.add})
-	if err == nil && readErr != nil {
-		err = readErr
-	}
-	if err != nil {
-		stored := 0
-		if res != nil {
-			stored = res.Accepted
-		}
-		return nil, fmt.Errorf("load %s: %w (%d rows of it were stored)", fileLabel(name), err, stored)
+	res := &catalog.IngestResult{}
+	if err := ingestFile(ctx, rows, c, datasetID, r, ingestedAt, bar, res); err != nil {
+		return nil, fmt.Errorf("load %s: %w (%d rows of it were stored)", fileLabel(name), err, res.Accepted)
 	}
 	return res, nil
 }
 
-// ndjsonEvents streams the lines of r as events, a line at a time. With ingestedAt set, each event gets an
-// _ingestedAt in front of its own fields: one it has itself comes later in the object and wins, as the last of
-// duplicate keys does in encoding/json, so only the events without one take the default.
-func ndjsonEvents(r io.Reader, ingestedAt *time.Time, readErr *error) iter.Seq[catalog.RawEvent] {
-	var prefix []byte
-	if ingestedAt != nil {
-		prefix = []byte(`{"_ingestedAt":"` + ingestedAt.Format(time.RFC3339Nano) + `"`)
+// ingestFile ingests the NDJSON events of r as the API does, through catalog's event reader, with its line limit and
+// its validation: -ingested-at dates the events that have no _ingestedAt of their own.
+func ingestFile(ctx context.Context, rows *postgres.RowService, c *catalog.Caller, datasetID string, r io.Reader, ingestedAt *time.Time, bar *progress, res *catalog.IngestResult) error {
+	w, err := rows.BeginIngest(ctx, c, datasetID, catalog.IngestOptions{AllowIngestedAt: true, ChunkCommitted: bar.add})
+	if err != nil {
+		return err
 	}
-	return func(yield func(catalog.RawEvent) bool) {
-		br := bufio.NewReaderSize(r, 64<<10)
-		for line := 1; ; line++ {
-			data, tooLong, err := readLine(br)
-			if tooLong {
-				ev := catalog.RawEvent{Line: line, Err: catalog.Errorf(catalog.EINVALID, "the event is longer than %d bytes", maxLoadLine)}
-				if !yield(ev) {
-					return
-				}
-			} else if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 {
-				if prefix != nil {
-					trimmed = withDefaultField(prefix, trimmed)
-				}
-				if !yield(catalog.RawEvent{Line: line, Data: trimmed}) {
-					return
-				}
-			}
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					*readErr = err
-				}
-				return
-			}
-		}
+	rules := w.Rules()
+	rules.DefaultIngestedAt = ingestedAt
+	events := catalog.NewEventReader(r, catalog.NDJSON, rules)
+	if err := w.Write(ctx, events.Rows(res), res); err != nil {
+		return err
 	}
-}
-
-// withDefaultField puts the field of prefix (an object's opening brace and one member) first in the event object.
-// Anything but an object is left as it is, for validation to refuse.
-func withDefaultField(prefix, event []byte) []byte {
-	if event[0] != '{' {
-		return event
-	}
-	rest := bytes.TrimLeft(event[1:], " \t\r\n")
-	out := make([]byte, 0, len(prefix)+1+len(rest))
-	out = append(out, prefix...)
-	if len(rest) == 0 || rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
-}
-
-// readLine reads one line, discarding the rest of a line longer than maxLoadLine.
-func readLine(r *bufio.Reader) ([]byte, bool, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > maxLoadLine {
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = r.ReadSlice('\n')
-			}
-			return nil, true, err
-		}
-		line = append(line, chunk...)
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return line, false, err
-		}
-	}
+	return events.Err()
 }
 
 // findLoadDataset finds the dataset by id, or else by name.

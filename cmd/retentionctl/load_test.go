@@ -155,6 +155,23 @@ func TestLoadFiles(t *testing.T) {
 		require.Contains(t, lines[len(lines)-1], "(4/-, ", "%q", bar)
 	})
 
+	// The CLI reads lines with the API's reader: it trimmed Unicode spaces the API refuses, and had a line limit
+	// of its own.
+	t.Run("RefusesWhatTheAPIRefuses", func(t *testing.T) {
+		t.Parallel()
+		b := setupLoad(t)
+		ds := b.createDataset(t, "O", "web", catalog.TimeSeries)
+		good := `{"timestamp":"2026-11-01T10:00:00Z","n":"1"}`
+		long := `{"timestamp":"2026-11-01T10:00:00Z","pad":"` + strings.Repeat("x", catalog.MaxEventLine) + `"}`
+		file := writeFile(t, "events.ndjson", good+"\n\u00a0"+good+"\n"+long+"\n")
+
+		out, err := ctl(t, b.env, "load", "-org", "O", "-dataset", "web", "-quiet", file)
+		require.ErrorContains(t, err, "2 lines were rejected")
+		require.Contains(t, out, file+":2: ")
+		require.Contains(t, out, fmt.Sprintf("%s:3: the event is longer than %d bytes\n", file, catalog.MaxEventLine))
+		require.EqualValues(t, 1, b.storedRows(t, ds.ID))
+	})
+
 	t.Run("UnknownDataset", func(t *testing.T) {
 		t.Parallel()
 		b := setupLoad(t)

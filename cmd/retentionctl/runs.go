@@ -91,32 +91,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	return json.Unmarshal(raw, out)
 }
 
-// runView is the part of a run the CLI shows.
-type runView struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	Trigger      string `json:"trigger"`
-	Store        string `json:"store"`
-	DryRun       bool   `json:"dryRun"`
-	ScheduledFor string `json:"scheduledFor"`
-	CreatedAt    string `json:"createdAt"`
-	FinishedAt   string `json:"finishedAt"`
-	Progress     struct {
-		DatasetsDone  int   `json:"datasetsDone"`
-		DatasetsTotal int   `json:"datasetsTotal"`
-		RowsDeleted   int64 `json:"rowsDeleted"`
-	} `json:"progress"`
-	Datasets []struct {
-		DatasetID         string  `json:"datasetId"`
-		Status            string  `json:"status"`
-		TTLValue          *string `json:"ttlValue"`
-		RowsDeleted       int64   `json:"rowsDeleted"`
-		PartitionsDropped int     `json:"partitionsDropped"`
-		Error             string  `json:"error"`
-	} `json:"datasets"`
-}
-
-func (r runView) finished() bool {
+// runEnded reports whether the run is over: it ended in one of the statuses a run ends in.
+func runEnded(r httpapi.RunDoc) bool {
 	return r.Status == "succeeded" || r.Status == "failed" || r.Status == "partial"
 }
 
@@ -154,7 +130,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 		if len(datasets) > 0 {
 			body["datasetIds"] = []string(datasets)
 		}
-		var run runView
+		var run httpapi.RunDoc
 		if err := client.do(ctx, http.MethodPost, "/retention/runs", body, &run); err != nil {
 			return err
 		}
@@ -168,7 +144,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 		if fs.NArg() != 1 {
 			return errors.New("runs show needs one RUN_ID")
 		}
-		var run runView
+		var run httpapi.RunDoc
 		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+fs.Arg(0), nil, &run); err != nil {
 			return err
 		}
@@ -176,7 +152,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 	}
 	var page struct {
 		Embedded struct {
-			Runs []runView `json:"runs"`
+			Runs []httpapi.RunDoc `json:"runs"`
 		} `json:"_embedded"`
 	}
 	if err := client.do(ctx, http.MethodGet, fmt.Sprintf("/retention/runs?limit=%d", *limit), nil, &page); err != nil {
@@ -195,7 +171,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 }
 
 // rowsText says what a run did to its rows, or, for a dry run, what it would do.
-func rowsText(r runView) string {
+func rowsText(r httpapi.RunDoc) string {
 	if r.DryRun {
 		return fmt.Sprintf("%d rows would be deleted", r.Progress.RowsDeleted)
 	}
@@ -205,12 +181,12 @@ func rowsText(r runView) string {
 // waitForRun shows a progress bar of the run's datasets on errOut until it ends, and leaves it showing how the run
 // ended: all its datasets done, and its rows. The bar is made once the total is known: an open-ended bar would
 // spin in a goroutine of its own. Where errOut is not a terminal, each redraw is a line of its own.
-func waitForRun(ctx context.Context, client *apiClient, id string, errOut io.Writer) (runView, error) {
+func waitForRun(ctx context.Context, client *apiClient, id string, errOut io.Writer) (httpapi.RunDoc, error) {
 	var bar *progressbar.ProgressBar
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var run runView
+		var run httpapi.RunDoc
 		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
 			if bar != nil {
 				_ = bar.Exit()
@@ -224,7 +200,7 @@ func waitForRun(ctx context.Context, client *apiClient, id string, errOut io.Wri
 			bar.Describe(fmt.Sprintf("run %s: %s", id[:8], rowsText(run)))
 			_ = bar.Set(run.Progress.DatasetsDone)
 		}
-		if run.finished() {
+		if runEnded(run) {
 			if bar != nil {
 				_ = bar.Finish() // draws the final state, past any throttling, and ends its line
 			}
@@ -254,7 +230,7 @@ func newRunBar(w io.Writer, total int) *progressbar.ProgressBar {
 	return progressbar.NewOptions(total, opts...)
 }
 
-func printRun(out io.Writer, r runView, asJSON bool) error {
+func printRun(out io.Writer, r httpapi.RunDoc, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(out).Encode(r)
 	}

@@ -95,7 +95,7 @@ func seedKillScenario(t *testing.T, db *postgres.DB, c *catalog.Caller, now time
 		require.NoError(t, err)
 		patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1M"}}}})
 		require.NoError(t, err)
-		_, err = datasets.PatchDataset(ctx, c, ds.ID, patch, "")
+		_, err = datasets.PatchDataset(ctx, c, ds.ID, patch, nil)
 		require.NoError(t, err)
 		cutoff := now.AddDate(0, -1, 0)
 		for i := range 3000 {

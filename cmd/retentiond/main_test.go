@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,30 +21,13 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testlog"
 )
 
 const (
 	testSecret = "retentiond-test-secret-of-at-least-32-bytes"
 	dbPassword = "db-password-not-for-logs"
 )
-
-// lockedBuffer is a bytes.Buffer that the server's goroutines may write while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // freeAddr returns a loopback address with a port nobody listens on: run listens on the address it is given and
 // does not report the port, so the test cannot use port 0.
@@ -63,7 +45,7 @@ type server struct {
 	base           string
 	dbURL          string
 	org            string
-	stdout, stderr *lockedBuffer
+	stdout, stderr *testlog.Buffer
 	cancel         context.CancelFunc
 	done           chan error // receives run's result once
 }
@@ -100,7 +82,7 @@ func startWith(t *testing.T, extra map[string]string) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{
 		base: "http://" + addr, dbURL: plainURL, org: "ACME00000000000000000099@AdobeOrg",
-		stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, cancel: cancel, done: make(chan error, 1),
+		stdout: &testlog.Buffer{}, stderr: &testlog.Buffer{}, cancel: cancel, done: make(chan error, 1),
 	}
 	go func() {
 		s.done <- run(ctx, []string{"-addr", addr}, func(name string) string { return env[name] }, s.stdout, s.stderr)

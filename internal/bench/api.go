@@ -178,27 +178,9 @@ func (a *apiClient) setTTL(ctx context.Context, id, ttl string) error {
 	}, nil)
 }
 
-// runDoc is what the harness reads of a run.
+// runDoc is a run as the API shows it, with what the harness measured of it.
 type runDoc struct {
-	ID          string `json:"id"`
-	Status      string `json:"status"`
-	Error       string `json:"error"`
-	EvaluatedAt string `json:"evaluatedAt"`
-	CreatedAt   string `json:"createdAt"`
-	StartedAt   string `json:"startedAt"`
-	FinishedAt  string `json:"finishedAt"`
-	Progress    struct {
-		DatasetsDone  int   `json:"datasetsDone"`
-		DatasetsTotal int   `json:"datasetsTotal"`
-		RowsDeleted   int64 `json:"rowsDeleted"`
-	} `json:"progress"`
-	Datasets []struct {
-		DatasetID         string `json:"datasetId"`
-		Status            string `json:"status"`
-		RowsDeleted       int64  `json:"rowsDeleted"`
-		PartitionsDropped int    `json:"partitionsDropped"`
-		Error             string `json:"error"`
-	} `json:"datasets"`
+	httpapi.RunDoc
 
 	// Set by timedRun: when the harness sent the POST, and how long until a poll saw the run ended.
 	postedAt time.Time

@@ -222,7 +222,7 @@ FROM generate_series(1, $2::bigint) g`, orgAudit, n)
 }
 
 // auditChain compares ingestion throughput and PATCH latency with the audit hash chain and without it: retentiond
-// against retentiond-nochain (the same code built with -tags audit_nochain, which writes events unchained), each
+// against retentiond-nochain (the same code linked with noChainFlag, which writes events unchained), each
 // started fresh on the same database. The regular retentiond is running again afterwards.
 func (h *harness) auditChain(ctx context.Context) (err error) {
 	if err := h.useBinary(ctx, h.bins.retentiond, dbLoad, "retentiond-chain-on.log"); err != nil {
@@ -247,7 +247,7 @@ func (h *harness) auditChain(ctx context.Context) (err error) {
 	ing := on.rate / off.rate
 	h.report.add(Row{Scenario: ScenarioAuditChain, Metric: "HTTP ingestion", Ours: fmtRate(on.rate, "rows/s"), Baseline: fmtRate(off.rate, "rows/s") + " (no chain)",
 		Ratio: fmtPct(ing), Goal: "≥ 90%", Holds: verdict(ing >= 0.9),
-		Note: "chain off: retentiond built with -tags audit_nochain (benchmark build only), on the same database"})
+		Note: "chain off: retentiond linked with " + noChainFlag + " (benchmark build only), on the same database"})
 	lat := float64(off.patch.p99) / float64(on.patch.p99)
 	h.report.add(Row{Scenario: ScenarioAuditChain, Metric: "PATCH p99", Ours: fmtDur(on.patch.p99), Baseline: fmtDur(off.patch.p99) + " (no chain)",
 		Ratio: fmtPct(lat), Goal: "≥ 90%", Holds: verdict(lat >= 0.9),

@@ -17,8 +17,9 @@ import (
 	"time"
 )
 
-// binaries are the service's programs, built for this run. retentiondNoChain is retentiond built with the
-// audit_nochain tag, which writes audit events without the hash chain: the audit-chain scenario's baseline only.
+// binaries are the service's programs, built for this run. retentiondNoChain is retentiond built with the audit chain
+// turned off (noChainFlag), which writes audit events without the hash chain: the audit-chain scenario's baseline
+// only.
 type binaries struct {
 	retentiond, retentionctl, retentiondNoChain string
 }
@@ -44,7 +45,11 @@ func goTool() string {
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
-// build compiles retentiond and retentionctl into dir, and retentiond once more with the audit_nochain tag as
+// noChainFlag is the linker flag that builds retentiond without the audit chain (postgres.auditChain): the same code,
+// with events written unchained.
+const noChainFlag = "-X github.com/acme/retention/postgres.auditChain=off"
+
+// build compiles retentiond and retentionctl into dir, and retentiond once more without the audit chain as
 // retentiond-nochain.
 func build(ctx context.Context, root, dir string, flags []string) (binaries, error) {
 	bins := binaries{retentiond: filepath.Join(dir, "retentiond"), retentionctl: filepath.Join(dir, "retentionctl"),
@@ -52,7 +57,7 @@ func build(ctx context.Context, root, dir string, flags []string) (binaries, err
 	if err := goBuild(ctx, root, dir+string(filepath.Separator), flags, "./cmd/retentiond", "./cmd/retentionctl"); err != nil {
 		return binaries{}, err
 	}
-	if err := goBuild(ctx, root, bins.retentiondNoChain, withTag(flags, "audit_nochain"), "./cmd/retentiond"); err != nil {
+	if err := goBuild(ctx, root, bins.retentiondNoChain, withLinkerFlag(flags, noChainFlag), "./cmd/retentiond"); err != nil {
 		return binaries{}, err
 	}
 	return bins, nil
@@ -70,22 +75,22 @@ func goBuild(ctx context.Context, root, dst string, flags []string, pkgs ...stri
 	return nil
 }
 
-// withTag returns the go build flags with tag added to their last -tags list (go build keeps only the last one), or
-// with -tags tag appended when they have none.
-func withTag(flags []string, tag string) []string {
+// withLinkerFlag returns the go build flags with flag added to their last -ldflags (go build keeps only the last
+// one), or with -ldflags flag appended when they have none.
+func withLinkerFlag(flags []string, flag string) []string {
 	out := slices.Clone(flags)
 	for i := len(out) - 1; i >= 0; i-- {
 		f := strings.TrimPrefix(out[i], "-")
 		switch {
-		case (f == "-tags" || f == "tags") && i+1 < len(out):
-			out[i+1] += "," + tag
+		case (f == "-ldflags" || f == "ldflags") && i+1 < len(out):
+			out[i+1] += " " + flag
 			return out
-		case strings.HasPrefix(f, "-tags=") || strings.HasPrefix(f, "tags="):
-			out[i] += "," + tag
+		case strings.HasPrefix(f, "-ldflags=") || strings.HasPrefix(f, "ldflags="):
+			out[i] += " " + flag
 			return out
 		}
 	}
-	return append(out, "-tags", tag)
+	return append(out, "-ldflags", flag)
 }
 
 // service is a running retentiond.

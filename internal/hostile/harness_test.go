@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testlog"
 	"github.com/acme/retention/postgres"
 )
 
@@ -62,7 +61,7 @@ type service struct {
 	// DB reaches the service's database directly, to check what an attack left behind.
 	DB  *postgres.DB
 	cmd *exec.Cmd
-	log *lockedBuffer
+	log *testlog.Buffer
 }
 
 // start runs retentiond on a fresh migrated database and waits until it is ready. env adds or overrides variables
@@ -81,7 +80,7 @@ func start(t *testing.T, env ...string) *service {
 	cmd := exec.Command(binary, "-addr", addr)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AUTH_HS256_SECRET="+secret, "LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)
-	log := &lockedBuffer{}
+	log := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
@@ -304,22 +303,4 @@ func (v *victim) checkUnharmed(t *testing.T) error {
 		return fmt.Errorf("victim's read median went from %s to %s (noise bound %s)", v.baseline, after, v.noise())
 	}
 	return nil
-}
-
-// lockedBuffer collects a process's output from its two streams.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
