@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -249,25 +250,81 @@ func (db *DB) loadPartitions(ctx context.Context) error {
 	return nil
 }
 
+// copyPinned writes a chunk that lost its partitions to runs on every earlier attempt: in one transaction it takes
+// the stores' parent tables ACCESS EXCLUSIVE, which a run's detach needs too, creates whichever of the chunk's
+// partitions a run dropped, and writes the chunk. No run can drop a partition between its creation and the write,
+// so the chunk is stored whatever the runs beside it do. The cost is that the stores' reads and writes wait for
+// this one chunk (its lock waits at most lockTimeout at a time, as createPartition's does); it is paid only after
+// chunkAttempts-1 lost races in a row.
+func (db *DB) copyPinned(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+	var err error
+	for attempt := range 50 {
+		err = db.inTx(ctx, func(tx pgx.Tx) error {
+			if err := pinPartitions(ctx, tx, groups); err != nil {
+				return err
+			}
+			return db.copyChunk(ctx, tx, t, chunk, groups, now)
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10*(attempt+1)) * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("gave up waiting for a lock: %w", err)
+}
+
+// pinPartitions locks the groups' parent tables ACCESS EXCLUSIVE, waiting at most 100 ms, and creates the groups'
+// partitions that do not exist, within tx; the rest of tx waits for locks as long as any transaction does.
+func pinPartitions(ctx context.Context, tx pgx.Tx, groups map[string]*placedGroup) error {
+	if err := setLockTimeout(ctx, tx, 100*time.Millisecond); err != nil {
+		return err
+	}
+	var parents []string
+	for _, g := range groups {
+		parents = append(parents, "ONLY "+storeTable(g.spec.store))
+	}
+	slices.Sort(parents)
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(slices.Compact(parents), ", ")+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		if err := createPartitionIn(ctx, tx, groups[name].spec); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `SET LOCAL lock_timeout TO DEFAULT`)
+	return err
+}
+
+// createPartitionIn creates a partition, if it does not exist, and lists it in row_partitions, within tx.
+func createPartitionIn(ctx context.Context, tx pgx.Tx, spec partitionSpec) error {
+	create := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES %s`,
+		pgx.Identifier{spec.name()}.Sanitize(), storeTable(spec.store), spec.bounds())
+	if _, err := tx.Exec(ctx, create); err != nil {
+		return err
+	}
+	lower, upper := spec.listedBounds()
+	_, err := tx.Exec(ctx, `INSERT INTO row_partitions (name, store, lower_bound, upper_bound)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, spec.name(), string(spec.store), lower, upper)
+	return err
+}
+
 // createPartition creates a partition in its own short transaction. Creating a partition locks the parent, so it
 // waits at most lockTimeout and retries, rather than letting every read queue behind it. A partition another
 // replica created in the meantime over part of the same range makes it fail with invalidObjectDefinition; the
 // caller reloads the partitions and places its rows again.
 func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
-	create := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES %s`,
-		pgx.Identifier{spec.name()}.Sanitize(), storeTable(spec.store), spec.bounds())
-	lower, upper := spec.listedBounds()
 	err := db.withLockRetry(ctx, func(ctx context.Context) error {
 		return db.inTx(ctx, func(tx pgx.Tx) error {
 			if err := setLockTimeout(ctx, tx, 100*time.Millisecond); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, create); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO row_partitions (name, store, lower_bound, upper_bound)
-				VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, spec.name(), string(spec.store), lower, upper)
-			return err
+			return createPartitionIn(ctx, tx, spec)
 		})
 	})
 	if err != nil {

@@ -188,8 +188,9 @@ func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 
 // chunkAttempts bounds how often a chunk is placed again because a run dropped one of its partitions between the
 // placement and the chunk's transaction. The transaction locks its partitions first, so once it has them no run
-// can drop them under it, and a retry has done no work yet; a run drops a given partition once, so a chunk that
-// finds its partitions gone this many times in a row is facing a bug, not a race.
+// can drop them under it, and a retry has done no work yet. A run may drop the same partition again and again,
+// though (the past partition, or one the chunk made that is still empty, goes whole in every run), so the last
+// attempt does not race: it pins its partitions (pinPartitions) before it writes.
 const chunkAttempts = 5
 
 // writeChunk stores one chunk in one transaction, in the partitions placeChunk chose, under the settings in force
@@ -210,7 +211,11 @@ func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []ca
 		if s.db.hooks.beforeChunkTx != nil {
 			s.db.hooks.beforeChunkTx(slices.Sorted(maps.Keys(groups)))
 		}
-		err = s.db.inTx(ctx, func(tx pgx.Tx) error { return s.db.copyChunk(ctx, tx, t, chunk, groups, now) })
+		if attempt == chunkAttempts-1 {
+			err = s.db.copyPinned(ctx, t, chunk, groups, now)
+		} else {
+			err = s.db.inTx(ctx, func(tx pgx.Tx) error { return s.db.copyChunk(ctx, tx, t, chunk, groups, now) })
+		}
 		if errors.Is(err, errSettingsChanged) {
 			// Rows ingested after a change follow only the new setting: read it, and place the chunk under it.
 			if err = s.refresh(ctx, t); err != nil {
