@@ -199,13 +199,18 @@ const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
 
 // laterGroupMayExpire is true for a counter group (as in groupDeletable) placed after an evaluation time that may
 // still hold rows expired by then: a deleted dataset's, or those of a setting that has ended (a shorter TTL since,
-// or one where there was none). Under a setting still in force, a row's placed expiry is its expiry when
-// retention.SettingAlone holds, which is every row stored after the earlier settings ended. Not so for a row
-// imported with an _ingestedAt from before an earlier setting with a TTL ended: that setting may have expired it,
-// and this condition misses it, so runs leave it (hidden from reads) until its placed expiry comes. The property
-// test reports such scenarios as its "known bug"; the counters would need the group's earliest ingestion time to
-// tell these groups apart.
-const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL)`
+// or one where there was none), or rows that an earlier setting expired. Under a setting still in force, a row's
+// placed expiry is its expiry, and it lies after the evaluation time, so such a row has expired only if an earlier
+// setting expired it, which retention.SettingAlone rules out, term for term, for every row of the group when its
+// earliest row does (the counters' lower bounds st.min_ingested_at and st.min_ts; NULL: unknown, so "may"): it
+// was ingested once every earlier setting with a TTL had ended, or its event time is later than any an earlier
+// setting could expire. The last holds only for rows without an override; under a TTL, SettingAlone also holds for
+// those, and under a null TTL the group is kept by the ingestion term alone. So only groups that hold imports with
+// an _ingestedAt from before an earlier TTL's end, and event times it could have expired, are read.
+const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS NOT NULL
+    OR (h.earlier_ttl_until IS NOT NULL AND coalesce(st.min_ingested_at, '-infinity') < h.earlier_ttl_until
+        AND (h.ttl IS NULL OR h.earlier_expired_through IS NULL
+             OR coalesce(st.min_ts, '-infinity') <= h.earlier_expired_through)))`
 
 // deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
 // delete, with its arguments ($1 is the dataset; the caller numbers its own from len(args)+1), and none=true when

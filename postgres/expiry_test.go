@@ -39,7 +39,7 @@ const (
 
 // scenarioStats is what the scenarios of one run exercised, for the summary line and the coverage checks.
 type scenarioStats struct {
-	scenarios, failures, knownBug, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets atomic.Int64
+	scenarios, failures, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets atomic.Int64
 }
 
 // TestExpiryScenarios plays the generated scenarios, each on a database of its own.
@@ -62,8 +62,8 @@ func TestExpiryScenarios(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d, known bug: %d (drops in %d, interrupted runs %d, centuries %d)",
-		stats.scenarios.Load(), stats.rows.Load(), time.Since(start).Round(time.Second), stats.failures.Load(), stats.knownBug.Load(),
+	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d)",
+		stats.scenarios.Load(), stats.rows.Load(), time.Since(start).Round(time.Second), stats.failures.Load(),
 		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load())
 	if len(seeds) >= proptestDefault && !t.Failed() {
 		for name, n := range map[string]int64{"whole-partition drops": stats.drops.Load(), "interrupted runs": stats.interrupted.Load(),
@@ -337,10 +337,6 @@ func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	}
 	slices.Sort(kept)
 	slices.Sort(wantKept)
-	if !slices.Equal(wantKept, kept) && b.knownBug(t, wantKept, kept) {
-		stats.knownBug.Add(1)
-		t.Skipf("known bug, PROPTEST_STRICT=1 fails on it: the sweep leaves imported rows that a setting before the one they are stored under had expired%s", b.leftLate(t, wantKept, kept))
-	}
 	require.Equal(t, wantKept, kept, "the sweep deletes exactly the deletable rows%s", b.leftLate(t, wantKept, kept))
 	for ds, n := range wantRemoved {
 		require.Equal(t, n, removed[ds], "sweep result of %s", ds)
@@ -366,36 +362,6 @@ func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	if sc.centuries {
 		stats.centuries.Add(1)
 	}
-}
-
-// knownBug reports whether the sweep kept every row it should have and, of those it should have deleted, left only
-// rows of the one bug the generator has found and nobody has fixed yet: rows imported with an _ingestedAt from
-// before the setting in force, under which they are stored, in a partition placed after the run's time (or the far
-// one), which an earlier setting had expired. DatasetPartitions and DatasetsWithLaterWork skip such a partition
-// because its setting is still in force, so the rows stay (hidden from reads, never deleted) until their placed
-// expiry comes. Off with PROPTEST_STRICT=1.
-func (b *sweepBundle) knownBug(t *testing.T, wantKept, kept []string) bool {
-	t.Helper()
-	if os.Getenv("PROPTEST_STRICT") != "" {
-		return false
-	}
-	var late []string
-	for _, k := range wantKept {
-		if !slices.Contains(kept, k) {
-			return false // deleted early: no known bug explains that
-		}
-	}
-	for _, k := range kept {
-		if !slices.Contains(wantKept, k) {
-			late = append(late, k)
-		}
-	}
-	var other int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `
-		SELECT count(*) FROM lake_rows r JOIN ttl_settings h ON h.id = r.setting_id
-		WHERE r.dataset_id || '/' || r.row_id = ANY($1)
-		  AND NOT (r.ingested_at < h.effective_from AND h.effective_until IS NULL AND r.placed_expiry > $2)`, late, b.now).Scan(&other))
-	return other == 0
 }
 
 // leftLate describes, for a failure message, the first row the sweep kept that the rule says it may delete: its

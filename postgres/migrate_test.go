@@ -65,12 +65,38 @@ func (b *migrateBundle) tableExists(t *testing.T, name string) bool {
 	return exists
 }
 
+// objectExists reports whether a table, or a column named table.column, exists.
+func (b *migrateBundle) objectExists(t *testing.T, name string) bool {
+	t.Helper()
+	table, column, ok := strings.Cut(name, ".")
+	if !ok {
+		return b.tableExists(t, name)
+	}
+	var exists bool
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2)`, table, column).Scan(&exists))
+	return exists
+}
+
 // The tables a migration file creates or drops by name; a dropped name ends its statement, so that dynamic SQL
 // such as format('DROP TABLE IF EXISTS %I', t) names none.
 var (
 	createdTable = regexp.MustCompile(`(?i)\bCREATE TABLE (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)`)
 	droppedTable = regexp.MustCompile(`(?i)\bDROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)\s*;`)
+	alterTable   = regexp.MustCompile(`(?is)\bALTER TABLE ([a-z_][a-z0-9_]*)\s([^;]*);`)
+	droppedCol   = regexp.MustCompile(`(?i)\bDROP COLUMN (?:IF EXISTS )?([a-z_][a-z0-9_]*)`)
 )
+
+// columnsDroppedIn lists the columns an SQL file drops, as table.column.
+func columnsDroppedIn(sql string) []string {
+	var names []string
+	for _, m := range alterTable.FindAllStringSubmatch(sql, -1) {
+		for _, c := range droppedCol.FindAllStringSubmatch(m[2], -1) {
+			names = append(names, strings.ToLower(m[1]+"."+c[1]))
+		}
+	}
+	return names
+}
 
 // tablesIn lists the tables an SQL file creates or drops, so the test follows the migrations as they grow.
 func tablesIn(t *testing.T, re *regexp.Regexp, sql string) []string {
@@ -170,10 +196,10 @@ func TestMigrate(t *testing.T) {
 		require.NoError(t, err)
 
 		newest := b.all[len(b.all)-1]
-		dropped := tablesIn(t, droppedTable, newest.Down)
-		require.NotEmpty(t, dropped, "the newest down file drops no table, so this test would check nothing")
-		for _, table := range dropped {
-			require.True(t, b.tableExists(t, table), "%s before down", table)
+		dropped := append(tablesIn(t, droppedTable, newest.Down), columnsDroppedIn(newest.Down)...)
+		require.NotEmpty(t, dropped, "the newest down file drops no table or column, so this test would check nothing")
+		for _, name := range dropped {
+			require.True(t, b.objectExists(t, name), "%s before down", name)
 		}
 
 		n, err := postgres.MigrateDown(ctx, b.pool, 1)
@@ -183,8 +209,8 @@ func TestMigrate(t *testing.T) {
 		for _, m := range b.all {
 			require.Equal(t, m.Version != newest.Version, status[m.Version], "migration %04d", m.Version)
 		}
-		for _, table := range dropped {
-			require.False(t, b.tableExists(t, table), "%s after down", table)
+		for _, name := range dropped {
+			require.False(t, b.objectExists(t, name), "%s after down", name)
 		}
 		// One step means one migration: the schema of the older ones stays.
 		for _, m := range b.all[:len(b.all)-1] {
@@ -293,4 +319,43 @@ func TestReady(t *testing.T) {
 	_, err = postgres.MigrateDown(ctx, b.pool, 1)
 	require.NoError(t, err)
 	require.Error(t, db.Ready(ctx))
+}
+
+// TestRowStatsEarliestMigrationFillsEventTimes: migration 0007 fills each counter group's earliest event time from
+// its rows and leaves its earliest ingestion time unknown (NULL), which runs read as "may be anything".
+func TestRowStatsEarliestMigrationFillsEventTimes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	for _, sql := range []string{
+		`CREATE TABLE lake_rows_ptest PARTITION OF lake_rows FOR VALUES FROM ('2030-01-01+00') TO ('2030-02-01+00')`,
+		`INSERT INTO row_partitions VALUES ('lake_rows_ptest', 'adobe_lakeHouse', '2030-01-01+00', '2030-02-01+00')`,
+		`INSERT INTO lake_rows (dataset_id, row_id, ts, ingested_at, placed_expiry, setting_id, payload) VALUES
+		    ('d', 'a', '2029-01-05+00', '2029-01-06+00', '2030-01-05+00', 1, '{}'), ('d', 'b', '2029-01-09+00', '2029-01-10+00', '2030-01-09+00', 1, '{}'),
+		    ('d', 'c', '2029-01-02+00', '2029-01-10+00', '2030-01-02+00', 2, '{}')`,
+		`INSERT INTO row_stats (partition_name, dataset_id, setting_id, row_count, max_ingested_at) VALUES
+		    ('lake_rows_ptest', 'd', 1, 2, '2029-01-10+00'), ('lake_rows_ptest', 'd', 2, 1, '2029-01-10+00')`,
+	} {
+		_, err := b.pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	_, err = postgres.MigrateDown(ctx, b.pool, 1)
+	require.NoError(t, err)
+	_, err = postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	rows, err := b.pool.Query(ctx, `SELECT setting_id, to_char(min_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI'), min_ingested_at IS NULL FROM row_stats ORDER BY setting_id`)
+	require.NoError(t, err)
+	type group struct {
+		Setting       int64
+		MinTS         string
+		IngestedUnset bool
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[group])
+	require.NoError(t, err)
+	require.Equal(t, []group{
+		{1, "2029-01-05 00:00", true},
+		{2, "2029-01-02 00:00", true},
+	}, got)
 }

@@ -430,26 +430,24 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 	for _, name := range names {
 		g := groups[name]
 		ttl := t.settings[g.spec.store].ttl
-		maxIngested := time.Time{}
+		var span groupSpan
 		src := pgx.CopyFromSlice(len(g.rows), func(i int) ([]any, error) {
 			in := g.rows[i]
 			ingested := now
 			if in.IngestedAt != nil {
 				ingested = *in.IngestedAt
 			}
-			if ingested.After(maxIngested) {
-				maxIngested = ingested
-			}
 			ts := in.Timestamp
 			if ts.IsZero() {
 				ts = ingested
 			}
+			span.add(ingested, ts)
 			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, rowColumns, src); err != nil {
 			return err
 		}
-		if err := addStats(ctx, tx, name, t.ds.ID, g.settingID, int64(len(g.rows)), maxIngested); err != nil {
+		if err := addStats(ctx, tx, name, t.ds.ID, g.settingID, int64(len(g.rows)), span); err != nil {
 			return err
 		}
 	}
@@ -471,15 +469,42 @@ func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []cata
 	return nil
 }
 
+// upsertStats adds a chunk's rows to their counter group. The group's earliest ingestion and event times only go
+// down while it holds rows (a delete leaves them, so they are lower bounds, as laterGroupMayExpire needs), start
+// afresh once it is empty, and stay NULL, unknown, where migration 0007 could not fill them in: LEAST alone would
+// ignore the NULL and claim a bound the rows stored before it may not keep.
 const upsertStats = `
-INSERT INTO row_stats (partition_name, dataset_id, setting_id, row_count, max_ingested_at)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO row_stats (partition_name, dataset_id, setting_id, row_count, max_ingested_at, min_ingested_at, min_ts)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (partition_name, dataset_id, setting_id) DO UPDATE
 SET row_count = row_stats.row_count + EXCLUDED.row_count,
-    max_ingested_at = GREATEST(row_stats.max_ingested_at, EXCLUDED.max_ingested_at)`
+    max_ingested_at = GREATEST(row_stats.max_ingested_at, EXCLUDED.max_ingested_at),
+    min_ingested_at = CASE WHEN row_stats.row_count = 0 THEN EXCLUDED.min_ingested_at
+                           WHEN row_stats.min_ingested_at IS NOT NULL THEN LEAST(row_stats.min_ingested_at, EXCLUDED.min_ingested_at) END,
+    min_ts = CASE WHEN row_stats.row_count = 0 THEN EXCLUDED.min_ts
+                  WHEN row_stats.min_ts IS NOT NULL THEN LEAST(row_stats.min_ts, EXCLUDED.min_ts) END`
 
-func addStats(ctx context.Context, tx pgx.Tx, partition, datasetID string, settingID, n int64, maxIngested time.Time) error {
-	if _, err := tx.Exec(ctx, upsertStats, partition, datasetID, settingID, n, maxIngested); err != nil {
+// groupSpan is what a chunk adds to a counter group besides its rows: their latest and earliest ingestion times and
+// their earliest event time.
+type groupSpan struct {
+	maxIngested, minIngested, minTS time.Time
+}
+
+// add widens the span to a row's times.
+func (g *groupSpan) add(ingested, ts time.Time) {
+	if g.maxIngested.IsZero() || ingested.After(g.maxIngested) {
+		g.maxIngested = ingested
+	}
+	if g.minIngested.IsZero() || ingested.Before(g.minIngested) {
+		g.minIngested = ingested
+	}
+	if g.minTS.IsZero() || ts.Before(g.minTS) {
+		g.minTS = ts
+	}
+}
+
+func addStats(ctx context.Context, tx pgx.Tx, partition, datasetID string, settingID, n int64, span groupSpan) error {
+	if _, err := tx.Exec(ctx, upsertStats, partition, datasetID, settingID, n, span.maxIngested, span.minIngested, span.minTS); err != nil {
 		return fmt.Errorf("count rows of %s in %s: %w", datasetID, partition, err)
 	}
 	return nil

@@ -261,7 +261,8 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 
 // DatasetPartitions lists the partitions holding rows of the dataset that may be
 // deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
-// has changed since (a shorter TTL, or one set where there was none).
+// has changed since (a shorter TTL, or one set where there was none), or if an earlier setting expired rows
+// imported with an older _ingestedAt (laterGroupMayExpire).
 func (s *sweepStore) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
@@ -475,7 +476,7 @@ func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error)
 
 // DatasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
 // before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
-// since placement, or their dataset was deleted).
+// since placement, their dataset was deleted, or they hold imports an earlier setting expired: laterGroupMayExpire).
 func (s *sweepStore) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`

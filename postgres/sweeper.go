@@ -158,7 +158,8 @@ func rowsOf(m map[string]SweepResult) map[string]int64 {
 
 // DatasetsLeft returns those of the plan's pending datasets that still have deletable rows once the run's part
 // has swept the partitions skip names (jobs.Sweeper): rows in partitions placed at or before the run's time that
-// the walk left, or in later partitions whose TTL was shortened since, or of a deleted dataset.
+// the walk left, or in later partitions whose TTL was shortened since or that hold imports an earlier setting
+// expired, or of a deleted dataset.
 func (w *Sweeper) DatasetsLeft(ctx context.Context, plan *catalog.Plan, skip []string) ([]string, error) {
 	return w.store.DatasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
 }
