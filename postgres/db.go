@@ -37,8 +37,8 @@ type DB struct {
 
 	// sizes caches each lake partition's bytes per row for a minute: measuring a partition's size on disk costs a
 	// file-system call per relation, too much for every GET of a dataset, and storageSize is an estimate anyway.
-	// Only the partitions of the datasets asked about are measured: measuring all 5,000 partitions one tenant had
-	// made took 6.9 s of another's GET.
+	// Only the partitions of the datasets asked about are measured, so that one tenant's many partitions cost
+	// nothing to another's GET (internal/hostile holds it).
 	sizesMu sync.Mutex
 	sizes   map[string]measuredSize
 }
@@ -162,8 +162,8 @@ func OpenPool(ctx context.Context, url string, logger *slog.Logger, opts PoolOpt
 		}
 	}
 	if cfg.ConnConfig.RuntimeParams["jit"] == "" {
-		// Every statement here is short or works in batches; JIT compiling one whose estimate crossed
-		// jit_above_cost took 34 ms of a 207 ms retention batch (docs/storage.md). DATABASE_URL may turn it on.
+		// Every statement here is short or works in batches, so compiling one whose estimate crossed jit_above_cost
+		// costs more than it saves (docs/storage.md, "Figures behind code choices"). DATABASE_URL may turn it on.
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

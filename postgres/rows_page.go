@@ -11,9 +11,10 @@ import (
 
 // pageSizesCursor measures a page's rows before they are read, in the page's order: the size of each payload as
 // stored, decompressed (concatenating '{}' returns the detoasted value). That is about the size of its JSON text,
-// at a fortieth of the cost of printing the text to measure it (0.6 ms against 28 ms for a row of 1 MiB); strings
-// full of escaped characters print larger, which FindRows catches once it has the text. Through a cursor,
-// Postgres computes only the rows fetched, so measuring stops soon after the bound whatever the page's limit.
+// at a small fraction of the cost of printing the text to measure it (docs/storage.md, "Figures behind code
+// choices"); strings full of escaped characters print larger, which FindRows catches once it has the text. Through
+// a cursor, Postgres computes only the rows fetched, so measuring stops soon after the bound whatever the page's
+// limit.
 const pageSizesCursor = `DECLARE page_sizes NO SCROLL CURSOR FOR SELECT pg_column_size(page.payload || '{}'::jsonb) FROM (%s) page`
 
 // pageSizesFetches are the rows each FETCH of pageSizesCursor asks for: few at first, where a page of large rows

@@ -34,8 +34,8 @@ LEFT JOIN datasets d ON d.id = st.dataset_id
 LEFT JOIN ttl_settings h ON h.id = st.setting_id`
 
 // inRemovalTx runs fn in a transaction that removes rows and commits without waiting for its WAL to reach disk
-// (synchronous_commit off): each batch of a run would otherwise wait for a flush of its own (26 ms for a
-// 1,500-block range of the benchmark's current month in psql, most of it the full-page images a walk writes). A
+// (synchronous_commit off): each batch of a run would otherwise wait for a flush of its own, most of it the
+// full-page images a walk writes (docs/storage.md, "Figures behind code choices"). A
 // crash may lose the last such commits, each whole: its rows come back with their counters and without their ledger
 // rows, as if it never ran, and the run's retry removes them again. The run's end, which writes the audit events
 // from the ledger, commits synchronously, and a flush carries every earlier commit of the log with it, so no
