@@ -101,8 +101,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	rc := &river.Config{
 		Workers: workers, Logger: cfg.Logger, JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts: 10,
-		// A job waits for the next fetch after its insert's notification, at most this long. River's 100 ms default
-		// was a tenth of a benchmark run's time; fetches this often happen only while jobs are being inserted.
+		// A job waits for the next fetch after its insert's notification, at most this long. A run is a chain of
+		// jobs, so River's longer default added to every run's time; fetches this often happen only while jobs are
+		// being inserted.
 		FetchCooldown: 20 * time.Millisecond,
 	}
 	if cfg.Work {
