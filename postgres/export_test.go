@@ -96,7 +96,7 @@ func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (
 }
 
 // Store returns the statements the sweeper drives.
-func (w *Sweeper) Store() *sweepStore { return w.store }
+func (w *Sweeper) Queries() *sweepQueries { return w.queries }
 
 // MustSweeper is NewSweeper for a configuration the test knows to be valid.
 func MustSweeper(db *DB, cfg SweepConfig) *Sweeper {

@@ -64,7 +64,7 @@ func (b *sweepBundle) partitionsOf(t *testing.T, id string) []string {
 // request holds what the drop needs.
 func (b *partitionsBundle) drop(names ...string) error {
 	sw := postgres.Sweep{RunID: b.run, Store: catalog.LakeHouse, At: b.now}
-	_, err := b.sweeper.Store().DropPartitions(context.Background(), sw, names, 100*time.Millisecond)
+	_, err := b.sweeper.Queries().DropPartitions(context.Background(), sw, names, 100*time.Millisecond)
 	return err
 }
 

@@ -13,9 +13,9 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// sweepStore holds the statements the sweep (sweeper.go) drives. Every method that removes rows records, in the
+// sweepQueries holds the statements the sweep (sweeper.go) drives. Every method that removes rows records, in the
 // same transaction, how many rows of which dataset it removed, so that counts stay exact across interruptions.
-type sweepStore struct{ db *DB }
+type sweepQueries struct{ db *DB }
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
 // with a whole drop of partition p at $1 with grace $2: its dataset is live and either the partition's range has
@@ -40,7 +40,7 @@ LEFT JOIN ttl_settings h ON h.id = st.setting_id`
 // rows, as if it never ran, and the run's retry removes them again. The run's end, which writes the audit events
 // from the ledger, commits synchronously, and a flush carries every earlier commit of the log with it, so no
 // removal an audit event reports can be lost.
-func (s *sweepStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+func (s *sweepQueries) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
@@ -69,7 +69,7 @@ func sweepScope(s Sweep) any {
 // DroppablePartitions lists the partitions all of whose rows are deletable under the sweep. A partition whose range has not ended qualifies only when it
 // holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
 // probe of the counters each, which stops at the first live group.
-func (s *sweepStore) DroppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
+func (s *sweepQueries) DroppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
 WHERE part.store = $4
@@ -94,7 +94,7 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 // store and their rows written to the ledger in the same transaction, which is when their rows leave the store.
 // The detached tables wait, listed in detached_partitions, for DropDetached: the store's parent table is locked
 // only for the catalog change, and the run does not wait while the file system releases the files.
-func (s *sweepStore) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
+func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	var counts map[string]map[string]int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
@@ -126,7 +126,7 @@ func (s *sweepStore) DropPartitions(ctx context.Context, sw Sweep, names []strin
 // DropDetached drops the tables DropPartitions detached at or before detachedBy, and returns how many: this frees
 // their files. Their rows left the store, counted, when they were detached. It drops, in one transaction, every table detached_partitions lists
 // as detached by then that no other call is dropping.
-func (s *sweepStore) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error) {
+func (s *sweepQueries) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error) {
 	var names []string
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
@@ -263,7 +263,7 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 // deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
 // has changed since (a shorter TTL, or one set where there was none), or if an earlier setting expired rows
 // imported with an older _ingestedAt (laterGroupMayExpire).
-func (s *sweepStore) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
+func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
@@ -278,7 +278,7 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 
 // DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many. The batch, the counters and the ledger commit together, in one
 // transaction (recordRemoved).
-func (s *sweepStore) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int) (int64, error) {
+func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int) (int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
@@ -308,7 +308,7 @@ func (s *sweepStore) DeleteBatch(ctx context.Context, sw Sweep, datasetID, parti
 }
 
 // CountDeletable counts the dataset's deletable rows in the partition, for dry runs.
-func (s *sweepStore) CountDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
+func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
@@ -325,7 +325,7 @@ func (s *sweepStore) CountDeletable(ctx context.Context, sw Sweep, datasetID, pa
 
 // BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
 // datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are.
-func (s *sweepStore) BoundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
+func (s *sweepQueries) BoundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT p.name, sum(st.row_count)::bigint AS rows,
        coalesce(sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])), 0)::bigint AS scope_rows
@@ -342,7 +342,7 @@ ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw))
 
 // PartitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
 // boundary walk can cut it into block ranges of about BatchSize rows.
-func (s *sweepStore) PartitionSize(ctx context.Context, partition string) (int64, float64, error) {
+func (s *sweepQueries) PartitionSize(ctx context.Context, partition string) (int64, float64, error) {
 	var blocks int64
 	var perBlock float64
 	err := s.db.Pool.QueryRow(ctx, `
@@ -364,7 +364,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
 // Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
-func (s *sweepStore) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
+func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
@@ -477,7 +477,7 @@ func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error)
 // DatasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
 // before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
 // since placement, their dataset was deleted, or they hold imports an earlier setting expired: laterGroupMayExpire).
-func (s *sweepStore) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
+func (s *sweepQueries) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
 WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0

@@ -273,7 +273,7 @@ func TestScopedSweepWalksOnlyWhereTheScopeHoldsTheRows(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.wantWalked, placed.Walked[current], "%s: walked %v", tc.name, placed.Walked)
 		sw.Walked = placed.Walked
-		later, err := b.sweeper.Store().DatasetsWithLaterWork(ctx, sw, []string{tc.scope})
+		later, err := b.sweeper.Queries().DatasetsWithLaterWork(ctx, sw, []string{tc.scope})
 		require.NoError(t, err)
 		for _, ds := range later {
 			_, err := b.sweeper.SweepDataset(ctx, sw, ds)
@@ -333,7 +333,7 @@ func TestRunDeletesImportsExpiredUnderAnEarlierSetting(t *testing.T) {
 	}
 	runID := "00000000-0000-0000-0000-0000000000e2"
 	sw := postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now}
-	later, err := b.sweeper.Store().DatasetsWithLaterWork(ctx, sw, slices.Collect(maps.Values(ids)))
+	later, err := b.sweeper.Queries().DatasetsWithLaterWork(ctx, sw, slices.Collect(maps.Values(ids)))
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{ids["Lengthened"], ids["Disabled"]}, later, "the datasets holding such imports, and only those")
 	removed := b.sweep(t, runID, retention.Period{}, true)

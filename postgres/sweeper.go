@@ -111,9 +111,9 @@ type placedPartition struct {
 // It is safe to stop at any point: each drop and each batch commits with its counts, and a later sweep finishes.
 // It implements jobs.Sweeper.
 type Sweeper struct {
-	store  *sweepStore
-	cfg    SweepConfig
-	logger *slog.Logger
+	queries *sweepQueries
+	cfg     SweepConfig
+	logger  *slog.Logger
 }
 
 // NewSweeper returns a Sweeper on db with cfg's defaults applied; an error for a negative field. A nil logger
@@ -126,7 +126,7 @@ func NewSweeper(db *DB, cfg SweepConfig, logger *slog.Logger) (*Sweeper, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{store: &sweepStore{db: db}, cfg: cfg, logger: logger}, nil
+	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, logger: logger}, nil
 }
 
 // RunPart does the run's own part (jobs.Sweeper): it removes the deletable rows of every partition placed at or
@@ -161,7 +161,7 @@ func rowsOf(m map[string]SweepResult) map[string]int64 {
 // the walk left, or in later partitions whose TTL was shortened since or that hold imports an earlier setting
 // expired, or of a deleted dataset.
 func (w *Sweeper) DatasetsLeft(ctx context.Context, plan *catalog.Plan, skip []string) ([]string, error) {
-	return w.store.DatasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
+	return w.queries.DatasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
 }
 
 // DatasetPart deletes (in a dry run, counts) the dataset's deletable rows that the run's part left, passing over
@@ -180,7 +180,7 @@ type SweepResult struct {
 // dropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
 // what each dataset lost. In a dry run nothing is dropped; the partitions that would be are added to s.Accounted.
 func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
-	parts, err := w.store.DroppablePartitions(ctx, s)
+	parts, err := w.queries.DroppablePartitions(ctx, s)
 	if err != nil {
 		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
@@ -232,7 +232,7 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 	var lastErr error
 	for attempt := range w.cfg.DropAttempts {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		dropped, err := w.store.DropPartitions(bctx, s, batch, w.cfg.LockTimeout)
+		dropped, err := w.queries.DropPartitions(bctx, s, batch, w.cfg.LockTimeout)
 		cancel()
 		if err == nil {
 			return dropped, nil
@@ -264,7 +264,7 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 	defer cancel()
 	start := time.Now()
-	n, err := w.store.DropDetached(ctx, detachedBy, w.cfg.LockTimeout)
+	n, err := w.queries.DropDetached(ctx, detachedBy, w.cfg.LockTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -287,11 +287,11 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 // index in the per-dataset pass. Not for dry runs.
 func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
 	res := PlacedResult{Swept: map[string]SweepResult{}, Walked: map[string]bool{}}
-	droppable, err := w.store.DroppablePartitions(ctx, s)
+	droppable, err := w.queries.DroppablePartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	placed, err := w.store.BoundaryPartitions(ctx, s)
+	placed, err := w.queries.BoundaryPartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
@@ -392,7 +392,7 @@ type walkQueue struct {
 // the per-statement cost (planning, counters, commit) is paid four times less often.
 func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string) error {
 	for _, part := range parts {
-		blocks, perBlock, err := w.store.PartitionSize(ctx, part)
+		blocks, perBlock, err := w.queries.PartitionSize(ctx, part)
 		if err != nil {
 			return fmt.Errorf("size of %s: %w", part, err)
 		}
@@ -445,7 +445,7 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 			return nil
 		}
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		rows, err := w.store.DeleteBlocks(bctx, s, r.part, r.from, r.to)
+		rows, err := w.queries.DeleteBlocks(bctx, s, r.part, r.from, r.to)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("delete expired rows in %s: %w", r.part, err)
@@ -460,7 +460,7 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 // sweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
 // partitions at once, each batch by batch until a batch comes back short.
 func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
-	parts, err := w.store.DatasetPartitions(ctx, s, datasetID)
+	parts, err := w.queries.DatasetPartitions(ctx, s, datasetID)
 	if err != nil {
 		return SweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
 	}
@@ -485,7 +485,7 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 	if s.DryRun {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		defer cancel()
-		n, err := w.store.CountDeletable(bctx, s, datasetID, part)
+		n, err := w.queries.CountDeletable(bctx, s, datasetID, part)
 		if err != nil {
 			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part, err)
 		}
@@ -494,7 +494,7 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 	var total int64
 	for {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		n, err := w.store.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize)
+		n, err := w.queries.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize)
 		cancel()
 		if err != nil {
 			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
