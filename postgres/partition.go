@@ -257,25 +257,14 @@ func (db *DB) loadPartitions(ctx context.Context) error {
 // this one chunk (its lock waits at most lockTimeout at a time, as createPartition's does); it is paid only after
 // chunkAttempts-1 lost races in a row.
 func (db *DB) copyPinned(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
-	var err error
-	for attempt := range 50 {
-		err = db.inTx(ctx, func(tx pgx.Tx) error {
+	return retryLockTimeouts(ctx, func(ctx context.Context) error {
+		return db.inTx(ctx, func(tx pgx.Tx) error {
 			if err := pinPartitions(ctx, tx, groups); err != nil {
 				return err
 			}
 			return db.copyChunk(ctx, tx, t, chunk, groups, now)
 		})
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(10*(attempt+1)) * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("gave up waiting for a lock: %w", err)
+	})
 }
 
 // pinPartitions locks the groups' parent tables ACCESS EXCLUSIVE, waiting at most 100 ms, and creates the groups'
@@ -392,13 +381,24 @@ const (
 // withLockRetry runs fn until it succeeds, giving up after a bounded number of lock timeouts. A concurrent creator
 // of the same partition is a success, not an error.
 func (db *DB) withLockRetry(ctx context.Context, fn func(ctx context.Context) error) error {
+	return retryLockTimeouts(ctx, func(ctx context.Context) error {
+		err := fn(ctx)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == duplicateTable || pgErr.Code == uniqueViolated) {
+			return nil
+		}
+		return err
+	})
+}
+
+// retryLockTimeouts runs fn until it ends in anything but a lock timeout, waiting a little longer after each, 50
+// times at most: a statement that gave up its lock after a short lock_timeout, so as not to hold a queue of
+// requests behind it, tries again once they are through.
+func retryLockTimeouts(ctx context.Context, fn func(ctx context.Context) error) error {
 	var err error
 	for attempt := range 50 {
 		err = fn(ctx)
 		var pgErr *pgconn.PgError
-		if err == nil || (errors.As(err, &pgErr) && (pgErr.Code == duplicateTable || pgErr.Code == uniqueViolated)) {
-			return nil
-		}
 		if !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
 			return err
 		}
