@@ -77,9 +77,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // Client is a replica's job queue: River on the jobs' pool, and an insert-only River client on the requests' pool
-// when Config.Requests is set. Its Queue methods implement jobs.Queue.
+// when Config.Requests is set. Its Queue methods (those of the embedded queue, on the jobs' client) implement
+// jobs.Queue.
 type Client struct {
-	river    *river.Client[pgx.Tx]
+	queue
 	requests queue
 	cfg      Config
 	// work is the orchestration its workers hand jobs to, set by Start before River starts fetching.
@@ -114,7 +115,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	c.river, c.requests = client, queue{client}
+	c.queue, c.requests = queue{client}, queue{client}
 	if cfg.Requests != nil {
 		// A client without queues or workers only inserts: a manual run is queued through the requests' pool.
 		rq, err := river.NewClient(riverpgxv5.New(cfg.Requests), &river.Config{Logger: cfg.Logger})
@@ -145,7 +146,7 @@ func (c *Client) Start(ctx context.Context, work *jobs.Service) error {
 	if !c.cfg.Work {
 		return nil
 	}
-	if err := c.river.Start(ctx); err != nil {
+	if err := c.client.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
 	return nil
@@ -156,29 +157,14 @@ func (c *Client) Stop(ctx context.Context) error {
 	if !c.cfg.Work {
 		return nil
 	}
-	return c.river.Stop(ctx)
+	return c.client.Stop(ctx)
 }
 
 // River exposes the River client, for tests that subscribe to job events.
-func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
+func (c *Client) River() *river.Client[pgx.Tx] { return c.client }
 
 // ForRequests is the queue the API's calls use: on the requests' pool when Config.Requests is set.
 func (c *Client) ForRequests() jobs.Queue { return c.requests }
-
-// EnqueueRun implements jobs.Queue.
-func (c *Client) EnqueueRun(ctx context.Context, runID string) error {
-	return queue{c.river}.EnqueueRun(ctx, runID)
-}
-
-// EnqueueDatasets implements jobs.Queue.
-func (c *Client) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, skip []string) error {
-	return queue{c.river}.EnqueueDatasets(ctx, runID, datasetIDs, skip)
-}
-
-// EnqueueRelease implements jobs.Queue.
-func (c *Client) EnqueueRelease(ctx context.Context, runID string) error {
-	return queue{c.river}.EnqueueRelease(ctx, runID)
-}
 
 // queue inserts jobs through one River client.
 type queue struct{ client *river.Client[pgx.Tx] }
@@ -186,6 +172,7 @@ type queue struct{ client *river.Client[pgx.Tx] }
 // uniqueByArgs keeps one queued or running job per run (or per run and dataset), whoever inserts it.
 var uniqueByArgs = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
 
+// EnqueueRun implements jobs.Queue.
 func (q queue) EnqueueRun(ctx context.Context, runID string) error {
 	if _, err := q.client.Insert(ctx, runArgs{RunID: runID}, uniqueByArgs); err != nil {
 		return fmt.Errorf("queue run %s: %w", runID, err)
@@ -193,6 +180,7 @@ func (q queue) EnqueueRun(ctx context.Context, runID string) error {
 	return nil
 }
 
+// EnqueueDatasets implements jobs.Queue.
 func (q queue) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, skip []string) error {
 	params := make([]river.InsertManyParams, 0, len(datasetIDs))
 	for _, ds := range datasetIDs {
@@ -205,6 +193,7 @@ func (q queue) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, sk
 	return nil
 }
 
+// EnqueueRelease implements jobs.Queue.
 func (q queue) EnqueueRelease(ctx context.Context, runID string) error {
 	_, err := q.client.Insert(ctx, releaseArgs{RunID: runID}, nil)
 	return err
