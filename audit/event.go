@@ -11,10 +11,12 @@ import (
 
 // Actions an event records.
 const (
-	ActionCreate = "Create" // a dataset was created
-	ActionUpdate = "Update" // a dataset's settings changed (PATCH)
-	ActionDelete = "Delete" // a dataset was deleted, or a single row of it
-	ActionExpire = "Expire" // a retention run removed expired rows
+	ActionCreate  = "Create"  // a dataset was created
+	ActionUpdate  = "Update"  // a dataset's settings changed (PATCH)
+	ActionDelete  = "Delete"  // a dataset was deleted, or a single row of it
+	ActionExpire  = "Expire"  // a retention run removed expired rows
+	ActionHold    = "Hold"    // a legal hold was placed on a dataset
+	ActionRelease = "Release" // a legal hold on a dataset was released
 )
 
 // Asset types.

@@ -87,6 +87,7 @@ type Dataset struct {
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
 	Metrics       *Metrics                // the lake store's size; nil when not computed
+	ActiveHolds   int                     // legal holds placed and not yet released; while any is, no row is removed
 	Version       int                     // bumped on every change; shown as the semver "1.0.<Version>"
 	Created       time.Time
 	Updated       time.Time
@@ -178,6 +179,7 @@ type DatasetFilter struct {
 	Names      []string // any of these names; empty = all
 	NotNames   []string // none of these names
 	Tags       []TagFilter
+	Held       *bool // only datasets with (true) or without (false) an active legal hold; nil = either
 	OrderBy    []Order
 	Offset     int
 	Limit      int
@@ -207,7 +209,8 @@ type DatasetService interface {
 	// FindDatasets returns the datasets matching the filter, in its order.
 	FindDatasets(ctx context.Context, c *Caller, filter DatasetFilter) ([]*Dataset, error)
 	// DeleteDataset hides the dataset at once and leaves its rows to background removal, writing a Delete audit
-	// event. Returns ENOTFOUND, or EFORBIDDEN for a SYSTEM dataset.
+	// event. Returns ENOTFOUND, EFORBIDDEN for a SYSTEM dataset, or ECONFLICT (type "dataset-held") naming the
+	// active legal hold of a held dataset.
 	DeleteDataset(ctx context.Context, c *Caller, id string) error
 	// PatchDataset deep-merges the patch into the dataset under the rules of ApplyPatch, writing an Update audit
 	// event in the same transaction. The dataset's version must meet ifMatch (Precondition.Check; nil asks

@@ -119,7 +119,45 @@ func parseDatasetFilter(c echo.Context) (catalog.DatasetFilter, error) {
 	if f.Tags, err = parseTagFilter(c.QueryParam("tags")); err != nil {
 		return f, err
 	}
+	if f.Held, err = parsePropertyFilter(c.QueryParams()["property"]); err != nil {
+		return f, err
+	}
 	return f, nil
+}
+
+// Held filters of the inventory: property=holds.active>0 lists the datasets with an active legal hold,
+// property=holds.active==0 those without.
+const (
+	propertyHeld    = "holds.active>0"
+	propertyNotHeld = "holds.active==0"
+)
+
+// parsePropertyFilter reads the property parameters of a dataset listing. Adobe's Catalog documents property as a
+// filter without naming its grammar; this service takes the two terms on holds, and refuses any other rather than
+// ignoring a filter the caller relies on.
+func parsePropertyFilter(terms []string) (*bool, error) {
+	var held *bool
+	for _, term := range terms {
+		var v bool
+		switch strings.ReplaceAll(term, " ", "") {
+		case "":
+			continue
+		case propertyHeld:
+			v = true
+		case propertyNotHeld:
+		default:
+			if err := catalog.CheckText("property", term); err != nil {
+				return nil, err
+			}
+			return nil, catalog.Invalid("unknown-filter-field", "property",
+				"property filter %q is not supported; use %s or %s", term, propertyHeld, propertyNotHeld)
+		}
+		if held != nil && *held != v {
+			return nil, catalog.Invalid("invalid-filter", "property", "property filters %s and %s exclude each other", propertyHeld, propertyNotHeld)
+		}
+		held = &v
+	}
+	return held, nil
 }
 
 func parseOrderBy(v string) ([]catalog.Order, error) {

@@ -28,6 +28,12 @@ type datasetDoc struct {
 	CreatedClient  string              `json:"createdClient"`
 	CreatedUser    string              `json:"createdUser"`
 	UpdatedUser    string              `json:"updatedUser"`
+	Holds          holdsDoc            `json:"holds"`
+}
+
+// holdsDoc sums up a dataset's legal holds: how many are active (GET /dataSets/{id}/holds lists them).
+type holdsDoc struct {
+	Active int `json:"active"`
 }
 
 type classificationDoc struct {
@@ -42,6 +48,7 @@ func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
 		SchemaRef:      ds.SchemaRef, Extensions: extensions, Version: ds.VersionString(),
 		Created: catalog.EpochMillis(ds.Created), Updated: catalog.EpochMillis(ds.Updated),
 		CreatedClient: ds.CreatedClient, CreatedUser: ds.CreatedUser, UpdatedUser: ds.UpdatedUser,
+		Holds: holdsDoc{Active: ds.ActiveHolds},
 	}
 }
 

@@ -30,6 +30,8 @@ type Config struct {
 	Rows     catalog.RowService
 	Runs     catalog.RunService
 	Preview  catalog.PreviewService
+	// Holds serves the legal-hold routes (/dataSets/{id}/holds); nil leaves them out.
+	Holds catalog.HoldService
 	// Audit serves the Audit Query API (/audit/events, /audit/export, /audit/verify); nil leaves those routes out.
 	Audit audit.Service
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
@@ -60,6 +62,7 @@ type Server struct {
 	rows     catalog.RowService
 	runs     catalog.RunService
 	preview  catalog.PreviewService
+	holds    catalog.HoldService
 	audit    audit.Service
 	nextRun  func(store catalog.Store) *time.Time
 	auth     *Authenticator
@@ -77,7 +80,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
@@ -113,6 +116,9 @@ func (s *Server) routes(g *echo.Group) {
 		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
 		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
+		if s.holds != nil {
+			s.holdRoutes(g, name)
+		}
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
 	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)

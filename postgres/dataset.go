@@ -193,6 +193,9 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
 			return err
 		}
+		if err := attachHolds(ctx, tx, []*catalog.Dataset{ds}); err != nil {
+			return err
+		}
 		return s.db.attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
 	})
 	return ds, err
@@ -211,6 +214,9 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 		return nil, fmt.Errorf("list datasets: %w", err)
 	}
 	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
+		return nil, err
+	}
+	if err := attachHolds(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
 	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
@@ -237,6 +243,11 @@ func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	}
 	for _, t := range f.Tags {
 		where = append(where, tagCondition(t, arg))
+	}
+	if f.Held != nil && *f.Held {
+		where = append(where, heldCondition)
+	} else if f.Held != nil {
+		where = append(where, "NOT "+heldCondition)
 	}
 	var order []string
 	for _, o := range f.OrderBy {
@@ -366,6 +377,9 @@ func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, i
 		}
 		if ds.Classification.ManagedBy == catalog.System {
 			return catalog.Errorf(catalog.EFORBIDDEN, "dataset %s is managed by the SYSTEM and cannot be deleted", id)
+		}
+		if err := refuseIfHeld(ctx, tx, id, "deleting the dataset"); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, softDeleteDataset, id, now, c.User); err != nil {
 			return fmt.Errorf("delete dataset %s: %w", id, err)

@@ -662,6 +662,12 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {
 			return err
 		}
+		if err := lockHoldsShared(ctx, tx); err != nil {
+			return err
+		}
+		if err := refuseIfHeld(ctx, tx, datasetID, "deleting its rows"); err != nil {
+			return err
+		}
 		n, err := s.db.deleteRowsByID(ctx, tx, datasetID, []string{rowID})
 		if err != nil {
 			return err
