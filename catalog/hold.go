@@ -20,15 +20,15 @@ const (
 // retention run, a row delete or a dataset delete, whatever the TTL says. Holds are modelled on S3 Object Lock's
 // legal holds: they have no expiry of their own and last until someone with ScopeRetentionHold releases them.
 type Hold struct {
-	ID            string
-	DatasetID     string
-	Reason        string
-	Reference     *string // the case or matter it serves, such as "case 2026-114"
-	PlacedBy      string
-	PlacedClient  string
-	PlacedAt      time.Time
-	ReleasedBy    *string
-	ReleasedAt    *time.Time // nil while the hold is active
+	ID           string
+	DatasetID    string
+	Reason       string
+	Reference    *string // the case or matter it serves, such as "case 2026-114"
+	PlacedBy     string
+	PlacedClient string
+	PlacedAt     time.Time
+	ReleasedBy   *string
+	ReleasedAt   *time.Time // nil while the hold is active
 }
 
 // HoldCreate is a validated request to place a hold.

@@ -26,6 +26,9 @@ type Row struct {
 	Payload    []byte     // the event's other fields, as a JSON object
 	// Expiry is the row's expiry under the store's current TTL; nil when it has none (TTL null or _ttl -1).
 	Expiry *time.Time
+	// Expired says the row is expired and only awaits its run (or a hold's release): read only with
+	// RowFilter.IncludeExpired.
+	Expired bool
 }
 
 // RowInput is a validated event line, ready to be stored.
@@ -275,6 +278,9 @@ type RowFilter struct {
 	// always holds at least one row. It keeps the memory of one read bounded however large the rows are; zero
 	// leaves pages to Limit alone.
 	MaxBytes int
+	// IncludeExpired reads the expired rows a run has not removed yet too, each marked Expired: what a legal hold
+	// keeps, for a caller with ScopeRetentionHold (the API checks the scope).
+	IncludeExpired bool
 }
 
 // RowPage is a page of rows. Cut says that MaxBytes ended it before Limit rows: more rows follow.

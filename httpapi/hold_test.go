@@ -249,13 +249,37 @@ func TestListHeldDatasets(t *testing.T) {
 		}
 		return ids
 	}
-	require.Equal(t, []string{held}, list("property=holds.active%3E0"))
+	require.Equal(t, []string{held}, list("property=holds.active>0"))
 	require.Equal(t, []string{free}, list("property=holds.active==0"))
 	require.ElementsMatch(t, []string{held, free}, list(""))
 
-	for _, q := range []string{"property=name==held", "property=holds.active%3E0&property=holds.active==0"} {
+	for _, q := range []string{"property=name==held", "property=holds.active>0&property=holds.active==0"} {
 		resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?" + q})
 		require.Equal(t, http.StatusBadRequest, resp.status, "%s: %s", q, resp.body)
 		require.Equal(t, "property", resp.problem(t).Field)
 	}
+}
+
+func TestReadExpiredRowsOfHeldDataset(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	got := b.ingest(t, id, ndjson(event("2026-11-20T00:00:00Z", `"_id":"live"`), event("2024-01-01T00:00:00Z", `"_id":"old"`)))
+	require.Equal(t, float64(1), got["expiredOnArrival"], "%v", got)
+	b.placeHold(t, id, nil)
+	require.Equal(t, []string{"live"}, rowIDs(b.readRows(t, id, "")), "reads keep hiding expired rows")
+	rows := b.readRows(t, id, "includeExpired=true")
+	require.Equal(t, []string{"old", "live"}, rowIDs(rows))
+	require.Equal(t, true, rows[0]["_expired"])
+	require.Nil(t, rows[1]["_expired"])
+	require.Equal(t, []string{"live"}, rowIDs(b.readRows(t, id, "includeExpired=false")))
+
+	reader := map[string]string{"Authorization": "Bearer " + mintToken(t, b.org,
+		[]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage}, time.Hour)}
+	resp := b.do(t, request{method: http.MethodGet, path: "/dataSets/" + id + "/rows?includeExpired=true", headers: reader})
+	require.Equal(t, http.StatusForbidden, resp.status, "body: %s", resp.body)
+	require.Contains(t, resp.problem(t).Detail, "retention.hold")
+	bad := b.do(t, request{method: http.MethodGet, path: "/dataSets/" + id + "/rows?includeExpired=yes"})
+	require.Equal(t, http.StatusBadRequest, bad.status, "body: %s", bad.body)
+	require.Equal(t, "includeExpired", bad.problem(t).Field)
 }

@@ -580,9 +580,11 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 			return err
 		}
 		now := s.db.now()
-		hiddenThrough, err := readBound(ctx, tx, ds, f.Store, now)
-		if err != nil {
-			return err
+		var hiddenThrough *time.Time
+		if !f.IncludeExpired {
+			if hiddenThrough, err = readBound(ctx, tx, ds, f.Store, now); err != nil {
+				return err
+			}
 		}
 		parts, err := datasetPartitions(ctx, tx, datasetID, f.Store)
 		if err != nil || parts.none() {
@@ -603,7 +605,7 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 		}
 		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
 			var r catalog.Row
-			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry)
+			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry, &r.Expired)
 			return r, err
 		})
 		if err == nil && f.MaxBytes > 0 {
@@ -616,15 +618,21 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 	return out, err
 }
 
-// rowQuery is a page of the dataset's unexpired rows, read through the store's parent table from the partitions
-// that hold them (parts).
+// rowQuery is a page of the dataset's unexpired rows (with IncludeExpired, of all its stored rows, the expired ones
+// marked), read through the store's parent table from the partitions that hold them (parts).
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
 	args := []any{datasetID, now}
 	arg := func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
+	expired := expiredInDataset(f.Store, "$2::timestamptz")
+	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired}
+	if f.IncludeExpired {
+		where = where[:2]
+	} else {
+		expired = "false"
+	}
 	if hiddenThrough != nil {
 		where = append(where, "r.ts > "+arg(*hiddenThrough))
 	}
@@ -638,7 +646,7 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		where = append(where, "(r.ts, r.row_id) > ("+arg(f.After.Timestamp)+"::timestamptz, "+arg(f.After.ID)+"::text)")
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
-       ` + currentExpiry + `
+       ` + currentExpiry + `, ` + expired + `
 FROM ` + storeTable(f.Store) + ` r
 ` + joinCurrentSetting(f.Store) + `
 WHERE ` + strings.Join(where, " AND ") + `
