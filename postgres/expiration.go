@@ -56,6 +56,13 @@ func scanExpiration(row pgx.Row) (*catalog.Expiration, error) {
 		return nil, err
 	}
 	e.Status = catalog.ExpirationStatus(status)
+	e.Expiry, e.Created, e.Updated = e.Expiry.UTC(), e.Created.UTC(), e.Updated.UTC()
+	for _, t := range []**time.Time{&e.ExecutingAt, &e.CompletedAt, &e.CancelledAt} {
+		if *t != nil {
+			utc := (*t).UTC()
+			*t = &utc
+		}
+	}
 	if reason != nil {
 		e.Reason = *reason
 	}
@@ -424,7 +431,7 @@ func attachPendingExpiries(ctx context.Context, q querier, datasets []*catalog.D
 	var id string
 	var expiry time.Time
 	_, err = pgx.ForEachRow(rows, []any{&id, &expiry}, func() error {
-		t := expiry
+		t := expiry.UTC()
 		byID[id].PendingExpiry = &t
 		return nil
 	})
