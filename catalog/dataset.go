@@ -13,8 +13,8 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-// DataBehavior tells how a dataset's rows behave: time-series rows carry an event time and can expire; record rows
-// describe entities and have no row expiration.
+// DataBehavior tells how a dataset's rows behave: time-series rows are events, each with its event time, which their
+// TTL counts from; record rows describe entities, each with its _id, and their TTL counts from their last write.
 type DataBehavior string
 
 // The data behaviors of Adobe's Catalog.
@@ -128,8 +128,22 @@ func (p *Precondition) Check(ds *Dataset) error {
 		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", p.Asked, current, ds.ID)}
 }
 
-// IsTimeSeries reports whether row expiration applies to the dataset.
+// IsTimeSeries reports whether the dataset's rows are events with an event time, as opposed to records.
 func (d *Dataset) IsTimeSeries() bool { return d.Classification.DataBehavior == TimeSeries }
+
+// Clock returns what the dataset's TTLs count from: the event time of a time-series row, the last write of a
+// record.
+func (d *Dataset) Clock() retention.Clock {
+	if d.IsTimeSeries() {
+		return retention.EventTime
+	}
+	return retention.LastWrite
+}
+
+// PolicyKey returns the key of the limits that apply to one store of the dataset.
+func (d *Dataset) PolicyKey(store Store) PolicyKey {
+	return PolicyKey{Store: store, ManagedBy: d.Classification.ManagedBy, Records: !d.IsTimeSeries()}
+}
 
 // ProfileEnabled reports whether the dataset's rows are also kept in the profile store: its tags hold
 // unifiedProfile: ["enabled:true"], as in Adobe's Catalog.

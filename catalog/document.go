@@ -23,9 +23,13 @@ func (r RowExpiration) Document() map[string]any {
 	return doc
 }
 
-// Document returns the limits in the shape of GET /ttl/{id}: defaultValue, maxValue (null = no maximum), minValue.
+// Document returns the limits in the shape of GET /ttl/{id}: defaultValue (null for records that start without a
+// TTL), maxValue (null = no maximum), minValue.
 func (l Limits) Document() map[string]any {
-	doc := map[string]any{"defaultValue": l.Default.String(), "minValue": l.Min.String(), "maxValue": nil}
+	doc := map[string]any{"defaultValue": nil, "minValue": l.Min.String(), "maxValue": nil}
+	if d := l.DefaultTTL(); d != nil {
+		doc["defaultValue"] = d.String()
+	}
 	if l.Max != nil {
 		doc["maxValue"] = l.Max.String()
 	}

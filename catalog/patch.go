@@ -251,13 +251,10 @@ type RowExpirationChange struct {
 }
 
 // ApplyPatch returns the dataset with the patch applied, and what changed, without modifying ds. It enforces the
-// rules that need the dataset: row expiration only on time-series datasets, each TTL within its store's limits, and
+// rules that need the dataset: each TTL within its store's limits (those of its data behavior), and
 // the cross-store rule that a profile copy never outlives its source (a null TTL counts as the longest). A lake TTL
 // shortened below the current profile TTL lowers the profile TTL to the same value in the same change.
 func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, now time.Time) (*Dataset, *Change, error) {
-	if len(p.TTL) > 0 && !ds.IsTimeSeries() {
-		return nil, nil, ErrNotTimeSeries(ds)
-	}
 	next := ds.clone()
 	if p.SetDescription {
 		next.Description = p.Description
@@ -296,12 +293,6 @@ func checkPatchedSize(before, after *Dataset, p *Patch) error {
 	return checkDocumentSize(documentParts(after.Description, after.Tags, after.Extensions, after.SchemaRef), written, was)
 }
 
-// ErrNotTimeSeries is the EINVALID error for a row-expiration request on a dataset that is not time-series.
-func ErrNotTimeSeries(ds *Dataset) error {
-	return Invalid("not-time-series", "classification.dataBehavior",
-		"row expiration applies only to time-series datasets; dataset %s is a %s dataset", ds.ID, ds.Classification.DataBehavior)
-}
-
 func applyTags(ds *Dataset, tags map[string][]string) {
 	if len(tags) == 0 {
 		return
@@ -329,7 +320,7 @@ func applyTTL(ds *Dataset, ttl map[Store]*retention.Period, limits map[PolicyKey
 	}
 	for store, period := range ttl {
 		field := ttlField(store)
-		if err := limits[PolicyKey{store, ds.Classification.ManagedBy}].CheckTTL(field, period, ds.Classification.ManagedBy); err != nil {
+		if err := limits[ds.PolicyKey(store)].CheckTTL(field, period, ds.Classification.ManagedBy); err != nil {
 			return nil, err
 		}
 		want[store] = period
@@ -362,7 +353,7 @@ func crossStore(ds *Dataset, asked, want map[Store]*retention.Period, limits map
 			periodString(profile), periodString(lake))
 	}
 	// Only the lake was shortened: lower the profile with it, as the seed's own example does.
-	if err := limits[PolicyKey{Profile, ds.Classification.ManagedBy}].CheckTTL(ttlField(Profile), lake, ds.Classification.ManagedBy); err != nil {
+	if err := limits[ds.PolicyKey(Profile)].CheckTTL(ttlField(Profile), lake, ds.Classification.ManagedBy); err != nil {
 		return err
 	}
 	want[Profile] = lake

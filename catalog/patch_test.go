@@ -396,22 +396,20 @@ func TestApplyPatch(t *testing.T) {
 		require.Contains(t, ce.Message, "above maxValue P90D")
 	})
 
-	t.Run("RecordDatasetRefused", func(t *testing.T) {
+	t.Run("RecordDatasetTakesTheRecordLimits", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.ds.Classification.DataBehavior = catalog.Record
-		b.ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
-		_, _, err := b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P3M"}))
-		ce := requireInvalid(t, err, "not-time-series", "classification.dataBehavior")
-		require.Contains(t, ce.Message, b.ds.ID)
-		require.Contains(t, ce.Message, "record")
-
-		// Other fields of a record dataset stay writable.
-		description := "members"
-		next, _, err := b.apply(t, &catalog.Patch{SetDescription: true, Description: &description})
+		b.ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{catalog.LakeHouse: {}, catalog.Profile: {}}
+		// P1D is below the time-series lake minimum (P30D) but the record minimum itself.
+		next, change, err := b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P1D"}))
 		require.NoError(t, err)
-		require.Equal(t, "members", *next.Description)
-		require.Empty(t, next.RowExpiration)
+		require.Equal(t, "P1D", next.RowExpiration[catalog.LakeHouse].TTL.String())
+		require.Contains(t, change.RowExpiration, catalog.LakeHouse)
+
+		_, _, err = b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P11Y"}))
+		ce := requireInvalid(t, err, "ttl-out-of-range", lakeField)
+		require.Contains(t, ce.Message, "above maxValue P10Y")
 	})
 
 	t.Run("BumpsVersionAndRecordsEditor", func(t *testing.T) {

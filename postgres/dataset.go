@@ -462,16 +462,13 @@ func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id st
 	if err != nil {
 		return nil, nil, err
 	}
-	if !ds.IsTimeSeries() {
-		return nil, nil, catalog.ErrNotTimeSeries(ds)
-	}
 	all, err := findLimits(ctx, s.db.Pool, c.Org)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := map[catalog.Store]catalog.Limits{}
 	for _, store := range catalog.Stores {
-		out[store] = all[catalog.PolicyKey{Store: store, ManagedBy: ds.Classification.ManagedBy}]
+		out[store] = all[ds.PolicyKey(store)]
 	}
 	return ds, out, nil
 }

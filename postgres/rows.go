@@ -63,7 +63,7 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 		if err != nil {
 			return err
 		}
-		t.limits = limits[catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: t.ds.Classification.ManagedBy}]
+		t.limits = limits[t.ds.PolicyKey(catalog.LakeHouse)]
 		rows, err := tx.Query(ctx, selectCurrentSettings, datasetID)
 		if err != nil {
 			return err
@@ -87,9 +87,6 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prepare ingestion into %s: %w", datasetID, err)
-	}
-	if !t.ds.IsTimeSeries() {
-		t.settings[catalog.LakeHouse] = currentSetting{} // record rows never expire
 	}
 	return t, nil
 }
@@ -142,6 +139,7 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 			return nil
 		}
 		now := s.db.now()
+		startClocks(t.ds, chunk, now)
 		if err := s.writeChunk(ctx, t, chunk, now); err != nil {
 			return err
 		}
@@ -162,6 +160,26 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 		}
 	}
 	return flush()
+}
+
+// startClocks sets the clock start of the chunk's rows (retention.Clock) where the event reader could not: a
+// record's write is its ingestion time, now unless an import gives its own. Rows of time-series datasets carry their
+// event time already.
+func startClocks(ds *catalog.Dataset, chunk []catalog.RowInput, now time.Time) {
+	for i := range chunk {
+		in := &chunk[i]
+		ingested := now
+		if in.IngestedAt != nil {
+			ingested = *in.IngestedAt
+		}
+		in.Timestamp = ds.Clock().Start(in.Timestamp, ingested)
+		if ds.Clock() == retention.LastWrite {
+			in.IngestedAt = &ingested
+		}
+		if in.Timestamp.IsZero() {
+			in.Timestamp = ingested // an operator's synthetic event without a time (IngestRows) dates from its storing
+		}
+	}
 }
 
 // expiredOnArrival counts the rows already past their expiry under the lake's current setting: a backfill of old
@@ -438,9 +456,6 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 				ingested = *in.IngestedAt
 			}
 			ts := in.Timestamp
-			if ts.IsZero() {
-				ts = ingested
-			}
 			span.add(ingested, ts)
 			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
 		})
