@@ -56,6 +56,20 @@ const (
 	SetByUser    = "user"
 )
 
+// RowOverrides is a dataset's switch for per-row expiry, as Fauna's document_ttls: whether its events may carry
+// their own expiry (_expiresAt, _ttl). Refusing them changes no row already stored: those keep their own expiry,
+// and the dataset's TTL applies to every row either way.
+type RowOverrides string
+
+// The values of the rowOverrides switch.
+const (
+	OverridesAllowed RowOverrides = "allowed" // the default: lines may carry _expiresAt or _ttl
+	OverridesRefused RowOverrides = "refused" // a line carrying either is refused with its line number
+)
+
+// Valid reports whether o is one of the switch's values.
+func (o RowOverrides) Valid() bool { return o == OverridesAllowed || o == OverridesRefused }
+
 // Classification is a dataset's data behavior and owner; neither changes after creation.
 type Classification struct {
 	DataBehavior DataBehavior
@@ -86,6 +100,7 @@ type Dataset struct {
 	// kept as sent and shown back merged with the service's own.
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
+	RowOverrides  RowOverrides            // whether its events may carry their own expiry
 	Metrics       *Metrics                // the lake store's size; nil when not computed
 	Version       int                     // bumped on every change; shown as the semver "1.0.<Version>"
 	Created       time.Time
