@@ -46,7 +46,9 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 
 // patchDatasetV1 answers the Catalog v1 PATCH /dataSets/{id}: the top-level attributes sent replace the
 // dataset's (catalog.ParsePatchV1), through the same change, limits and audit event as v2.
-func (s *Server) patchDatasetV1(c echo.Context) error { return s.updateDataset(c, catalog.ParsePatchV1) }
+func (s *Server) patchDatasetV1(c echo.Context) error {
+	return s.updateDataset(c, catalog.ParsePatchV1)
+}
 
 // putDataset answers the Catalog v1 PUT /dataSets/{id}: the body replaces the dataset's writable attributes
 // (catalog.ParsePut), through the same change, limits and audit event as v2.
