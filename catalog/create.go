@@ -129,7 +129,7 @@ func NewDataset(create DatasetCreate, limits map[PolicyKey]Limits, c *Caller, id
 		ID: id, Org: c.Org, Sandbox: c.Sandbox, Name: create.Name, Description: create.Description,
 		Tags: create.Tags, Classification: create.Classification, SchemaRef: create.SchemaRef,
 		Created: now, Updated: now, CreatedUser: c.User, UpdatedUser: c.User, CreatedClient: c.ClientID,
-		RowExpiration: map[Store]RowExpiration{},
+		RowExpiration: map[Store]RowExpiration{}, RowOverrides: OverridesAllowed,
 	}
 	if ds.Tags == nil {
 		ds.Tags = map[string][]string{}

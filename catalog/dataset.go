@@ -56,6 +56,20 @@ const (
 	SetByUser    = "user"
 )
 
+// RowOverrides is a dataset's switch for per-row expiry, as Fauna's document_ttls: whether its events may carry
+// their own expiry (_expiresAt, _ttl). Refusing them changes no row already stored: those keep their own expiry,
+// and the dataset's TTL applies to every row either way.
+type RowOverrides string
+
+// The values of the rowOverrides switch.
+const (
+	OverridesAllowed RowOverrides = "allowed" // the default: lines may carry _expiresAt or _ttl
+	OverridesRefused RowOverrides = "refused" // a line carrying either is refused with its line number
+)
+
+// Valid reports whether o is one of the switch's values.
+func (o RowOverrides) Valid() bool { return o == OverridesAllowed || o == OverridesRefused }
+
 // Classification is a dataset's data behavior and owner; neither changes after creation.
 type Classification struct {
 	DataBehavior DataBehavior
@@ -86,6 +100,7 @@ type Dataset struct {
 	// kept as sent and shown back merged with the service's own.
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
+	RowOverrides  RowOverrides            // whether its events may carry their own expiry
 	Metrics       *Metrics                // the lake store's size; nil when not computed
 	ActiveHolds   int                     // legal holds placed and not yet released; while any is, no row is removed
 	// PendingExpiry is the expiry of the dataset's pending expiration (a scheduled deletion), nil when it has none;
@@ -233,7 +248,6 @@ type DatasetService interface {
 	// event in the same transaction. The dataset's version must meet ifMatch (Precondition.Check; nil asks
 	// nothing), checked under the lock the change holds, else EPRECONDITION and nothing changes.
 	PatchDataset(ctx context.Context, c *Caller, id string, patch *Patch, ifMatch *Precondition) (*Dataset, error)
-	// TTLLimits returns the dataset and the policy limits of each of its stores. Returns EINVALID for a record
-	// dataset, since row expiration applies only to time-series datasets.
+	// TTLLimits returns the dataset and the policy limits of each of its stores, those of its data behavior.
 	TTLLimits(ctx context.Context, c *Caller, id string) (*Dataset, map[Store]Limits, error)
 }

@@ -33,6 +33,9 @@ type Row struct {
 
 // RowInput is a validated event line, ready to be stored.
 type RowInput struct {
+	// Line is where the event was in its body (Event.Line), 0 for rows not read from one: a chunk that finds the
+	// dataset's rules changed under it refuses the line by it.
+	Line        int
 	ID          string
 	ClientID    bool       // the _id came from the client, so an existing row with it must be replaced
 	Timestamp   time.Time  // the clock start (Dataset.Clock): the event time, or a record's write (its IngestedAt)
@@ -204,6 +207,13 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 	if !hasExpiresAt && !hasTTL {
 		return nil
 	}
+	if rc.Dataset.RowOverrides == OverridesRefused {
+		field := "_ttl"
+		if hasExpiresAt {
+			field = "_expiresAt"
+		}
+		return ErrOverridesRefused(rc.Dataset.ID, field)
+	}
 	if hasExpiresAt {
 		t, err := parseTime("_expiresAt", expiresAt)
 		if err != nil {
@@ -230,6 +240,13 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 	t := p.AddTo(in.Timestamp)
 	in.OwnExpiry = &t
 	return rc.checkOverride("_ttl", in.Timestamp, t)
+}
+
+// ErrOverridesRefused is the EINVALID error refusing a line of dataset id that carries its own expiry (field,
+// _expiresAt or _ttl) while the dataset's rowOverrides switch is refused.
+func ErrOverridesRefused(id, field string) error {
+	return rowErr(field, "%s: dataset %s refuses per-row expiry (extensions.adobe_lakeHouse.rowExpiration.rowOverrides is \"refused\"); "+
+		"send the event without _expiresAt and _ttl, and the dataset's ttlValue applies to it", field, id)
 }
 
 // checkOverride keeps a row's own expiry, counted from its clock start, within the lake store's limits.

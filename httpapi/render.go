@@ -84,6 +84,9 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 			storeDoc = map[string]any{}
 		}
 		doc := re.Document()
+		if store == catalog.LakeHouse {
+			doc["rowOverrides"] = string(ds.RowOverrides)
+		}
 		if s.nextRun != nil {
 			if next := s.nextRun(store); next != nil {
 				doc["nextRun"] = catalog.EpochMillis(*next)
@@ -99,11 +102,16 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 	return ext
 }
 
-// limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits.
-func limitsExtensions(limits map[catalog.Store]catalog.Limits) map[string]any {
+// limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits, and beside the lake's the
+// dataset's rowOverrides switch, which says whether its rows may carry an expiry of their own within them.
+func limitsExtensions(ds *catalog.Dataset, limits map[catalog.Store]catalog.Limits) map[string]any {
 	ext := map[string]any{}
 	for _, store := range catalog.Stores {
-		ext[string(store)] = map[string]any{"rowExpiration": limits[store].Document()}
+		doc := limits[store].Document()
+		if store == catalog.LakeHouse {
+			doc["rowOverrides"] = string(ds.RowOverrides)
+		}
+		ext[string(store)] = map[string]any{"rowExpiration": doc}
 	}
 	return ext
 }

@@ -120,6 +120,8 @@ func (s *Server) routes(g *echo.Group) {
 		g.POST("/"+name, s.createDataset, manage)
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
+		g.PATCH("/"+name+"/:id", s.patchDatasetV1, manage)
+		g.PUT("/"+name+"/:id", s.putDataset, manage)
 		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
 		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
 		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)

@@ -62,7 +62,7 @@ func TestGetTTLLimits(t *testing.T) {
 		doc := resp.json(t)[id].(map[string]any)
 		require.Equal(t, "limits", doc["name"])
 		require.Equal(t, map[string]any{
-			"adobe_lakeHouse":      map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P30D"}},
+			"adobe_lakeHouse":      map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P30D", "rowOverrides": "allowed"}},
 			"adobe_unifiedProfile": map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P1D"}},
 		}, doc["extensions"])
 	})
@@ -72,7 +72,7 @@ func TestGetTTLLimits(t *testing.T) {
 		b := setup(t)
 		id := b.createDataset(t, datasetOpts{managedBy: "SYSTEM"})
 		doc := b.do(t, request{method: http.MethodGet, path: "/ttl/" + id}).json(t)[id].(map[string]any)
-		require.Equal(t, map[string]any{"defaultValue": "P13M", "maxValue": "P13M", "minValue": "P30D"}, rowExpiration(t, doc, "adobe_lakeHouse"))
+		require.Equal(t, map[string]any{"defaultValue": "P13M", "maxValue": "P13M", "minValue": "P30D", "rowOverrides": "allowed"}, rowExpiration(t, doc, "adobe_lakeHouse"))
 		require.Equal(t, map[string]any{"defaultValue": "P90D", "maxValue": "P90D", "minValue": "P1D"}, rowExpiration(t, doc, "adobe_unifiedProfile"))
 	})
 

@@ -26,18 +26,19 @@ func NewDatasetService(db *DB) *DatasetService { return &DatasetService{db: db} 
 var _ catalog.DatasetService = (*DatasetService)(nil)
 
 const datasetColumns = `d.id, d.org_id, d.sandbox_name, d.name, d.description, d.tags, d.data_behavior, d.managed_by,
-       d.schema_ref, d.extensions, d.version, d.created_at, d.updated_at, d.created_user, d.updated_user, d.created_client`
+       d.schema_ref, d.extensions, d.version, d.created_at, d.updated_at, d.created_user, d.updated_user, d.created_client,
+       d.row_overrides_switch`
 
 // scopeCondition keeps every query inside the caller's org and sandbox and away from deleted datasets.
 const scopeCondition = `d.org_id = $1 AND d.sandbox_name = $2 AND d.deleted_at IS NULL`
 
 func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
 	var ds catalog.Dataset
-	var behavior, managedBy string
+	var behavior, managedBy, overrides string
 	var schemaRef, extensions []byte
 	err := row.Scan(&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
 		&schemaRef, &extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
-		&ds.CreatedClient)
+		&ds.CreatedClient, &overrides)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +50,7 @@ func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
 	}
 	ds.Classification = catalog.Classification{DataBehavior: catalog.DataBehavior(behavior), ManagedBy: catalog.ManagedBy(managedBy)}
 	ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
+	ds.RowOverrides = catalog.RowOverrides(overrides)
 	return &ds, nil
 }
 
@@ -402,7 +404,8 @@ func deleteDataset(ctx context.Context, tx pgx.Tx, c *catalog.Caller, ds *catalo
 }
 
 const updateDataset = `
-UPDATE datasets SET description = $2, tags = $3, extensions = $4, version = $5, updated_at = $6, updated_user = $7
+UPDATE datasets SET description = $2, tags = $3, extensions = $4, version = $5, updated_at = $6, updated_user = $7,
+       name = $8, row_overrides_switch = $9
 WHERE id = $1`
 
 // PatchDataset implements catalog.DatasetService. The dataset row is locked for the transaction, so concurrent
@@ -428,9 +431,8 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, updateDataset, id, next.Description, next.Tags, nonNil(next.Extensions),
-			next.Version, next.Updated, next.UpdatedUser); err != nil {
-			return fmt.Errorf("update dataset %s: %w", id, err)
+		if err := writeDataset(ctx, tx, next); err != nil {
+			return err
 		}
 		for store, ch := range change.RowExpiration {
 			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
@@ -448,6 +450,21 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 		return nil, err
 	}
 	return next, nil
+}
+
+// writeDataset stores a patched dataset's own columns. A v1 rename to a name another live dataset of the sandbox
+// has breaks the unique index, which is the ECONFLICT it answers.
+func writeDataset(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset) error {
+	_, err := tx.Exec(ctx, updateDataset, ds.ID, ds.Description, ds.Tags, nonNil(ds.Extensions), ds.Version, ds.Updated,
+		ds.UpdatedUser, ds.Name, string(ds.RowOverrides))
+	if err == nil {
+		return nil
+	}
+	if catalog.ErrorCode(translate(err, "")) == catalog.ECONFLICT {
+		return &catalog.Error{Code: catalog.ECONFLICT, Type: "name-taken", Field: "name",
+			Message: fmt.Sprintf("a dataset named %q already exists in sandbox %s", ds.Name, ds.Sandbox)}
+	}
+	return fmt.Errorf("update dataset %s: %w", ds.ID, err)
 }
 
 // TTLLimits implements catalog.DatasetService.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -341,8 +342,8 @@ func TestRowStatsEarliestMigrationFillsEventTimes(t *testing.T) {
 		_, err := b.pool.Exec(ctx, sql)
 		require.NoError(t, err, sql)
 	}
-	// Down to 0006, whatever migrations came after 0007, and up again.
-	_, err = postgres.MigrateDown(ctx, b.pool, len(b.all)-6)
+	// Back to before 0007, however many migrations came after it, and up again.
+	_, err = postgres.MigrateDown(ctx, b.pool, len(b.all)-slices.IndexFunc(b.all, func(m postgres.Migration) bool { return m.Version == 7 }))
 	require.NoError(t, err)
 	_, err = postgres.MigrateUp(ctx, b.pool)
 	require.NoError(t, err)

@@ -140,11 +140,16 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 		}
 		now := s.db.now()
 		startClocks(t.ds, chunk, now)
-		if err := s.writeChunk(ctx, t, chunk, now); err != nil {
+		stored, refused, err := s.writeChunk(ctx, t, chunk, now)
+		for _, in := range refused {
+			// Which of the two fields the line carried is gone with its text; the reason names both.
+			res.Reject(in.Line, catalog.ErrOverridesRefused(t.ds.ID, "_expiresAt or _ttl"))
+		}
+		if err != nil {
 			return err
 		}
-		res.Accepted += len(chunk)
-		res.ExpiredOnArrival += expiredOnArrival(t, chunk, now)
+		res.Accepted += len(stored)
+		res.ExpiredOnArrival += expiredOnArrival(t, stored, now)
 		if opts.ChunkCommitted != nil {
 			opts.ChunkCommitted(len(chunk))
 		}
@@ -212,11 +217,20 @@ func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 const chunkAttempts = 5
 
 // writeChunk stores one chunk in one transaction, in the partitions placeChunk chose, under the settings in force
-// when the transaction writes it.
-func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) error {
-	chunk = lastPerID(chunk)
-	var err error
+// when the transaction writes it. Those include the rowOverrides switch: while it is refused, the rows carrying
+// their own expiry are not stored but returned, for the ingestion to refuse their lines, even when they were read
+// before the switch (the chunk commits after it).
+func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) (stored, refused []catalog.RowInput, err error) {
 	for attempt := range chunkAttempts {
+		if t.ds.RowOverrides == catalog.OverridesRefused {
+			var out []catalog.RowInput
+			chunk, out = splitOverrides(chunk)
+			refused = append(refused, out...)
+		}
+		if len(chunk) == 0 {
+			return nil, refused, nil
+		}
+		chunk := lastPerID(chunk)
 		if attempt > 0 {
 			if err = s.db.loadPartitions(ctx); err != nil {
 				break
@@ -248,9 +262,22 @@ func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []ca
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
+		return nil, refused, fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
 	}
-	return nil
+	return chunk, refused, nil
+}
+
+// splitOverrides parts the chunk into the rows without an expiry of their own and those with one, keeping the
+// order of each.
+func splitOverrides(chunk []catalog.RowInput) (kept, out []catalog.RowInput) {
+	for _, in := range chunk {
+		if hasOverride(in) {
+			out = append(out, in)
+			continue
+		}
+		kept = append(kept, in)
+	}
+	return kept, out
 }
 
 // refresh reads the target again, for the rest of the ingestion: a PATCH changed its settings meanwhile.
@@ -402,8 +429,9 @@ var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_e
 
 // datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
 // conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
-// waited for a delete sees it. No chunk commits after a delete has answered.
-const datasetLiveSQL = `SELECT deleted_at IS NULL FROM datasets WHERE id = $1 FOR KEY SHARE`
+// waited for a delete sees it. No chunk commits after a delete has answered. The same holds for a PATCH of the
+// rowOverrides switch, which it reads: no chunk stores an override after a switch to refused has answered.
+const datasetLiveSQL = `SELECT deleted_at IS NULL, row_overrides_switch FROM datasets WHERE id = $1 FOR KEY SHARE`
 
 // errDeletedWhileIngesting stops an ingestion whose dataset was deleted under it.
 func errDeletedWhileIngesting(id string) error {
@@ -427,11 +455,15 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 		return err
 	}
 	var live bool
-	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live); err != nil {
+	var overrides string
+	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live, &overrides); err != nil {
 		return fmt.Errorf("check dataset %s: %w", t.ds.ID, err)
 	}
 	if !live {
 		return errDeletedWhileIngesting(t.ds.ID)
+	}
+	if catalog.RowOverrides(overrides) == catalog.OverridesRefused && slices.ContainsFunc(chunk, hasOverride) {
+		return errSettingsChanged // the chunk's lines were read while overrides were allowed
 	}
 	if err := settingsStillCurrent(ctx, tx, t); err != nil {
 		return err
@@ -472,7 +504,7 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 // noteOverrides lists the chunk's stores in row_overrides when one of its rows has its own expiry, so that reads
 // and runs stop bounding their scans of the dataset by event time.
 func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
-	if !slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.OwnExpiry != nil || in.Never }) {
+	if !slices.ContainsFunc(chunk, hasOverride) {
 		return nil
 	}
 	for store := range t.settings {
@@ -483,6 +515,9 @@ func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []cata
 	}
 	return nil
 }
+
+// hasOverride reports whether the row carries its own expiry (_expiresAt, _ttl or _ttl: -1).
+func hasOverride(in catalog.RowInput) bool { return in.OwnExpiry != nil || in.Never }
 
 // upsertStats adds a chunk's rows to their counter group. The group's earliest ingestion and event times only go
 // down while it holds rows (a delete leaves them, so they are lower bounds, as laterGroupMayExpire needs), start
