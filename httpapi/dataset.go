@@ -116,10 +116,46 @@ func parseDatasetFilter(c echo.Context) (catalog.DatasetFilter, error) {
 		return f, err
 	}
 	parseNameFilter(c.QueryParam("name"), &f)
+	if f.NameContains, err = parsePropertyFilter(c.QueryParams()["property"]); err != nil {
+		return f, err
+	}
 	if f.Tags, err = parseTagFilter(c.QueryParam("tags")); err != nil {
 		return f, err
 	}
 	return f, nil
+}
+
+// orderable are the fields orderBy accepts.
+var orderable = map[string]bool{
+	"name": true, "created": true, "updated": true, "classification.dataBehavior": true, "classification.managedBy": true,
+}
+
+// maxNameFilterBytes bounds property=name~text: no name is longer (catalog's name bound), so a longer text matches
+// nothing and is refused instead.
+const maxNameFilterBytes = 256
+
+// parsePropertyFilter reads Adobe's property= expressions, of which this service supports one: name~text, the
+// datasets whose name contains text, ignoring case. Adobe reads ~ as a regular expression; a literal substring is
+// what a search box needs and costs nothing a tenant could abuse.
+func parsePropertyFilter(values []string) (string, error) {
+	contains := ""
+	for _, v := range values {
+		text, ok := strings.CutPrefix(v, "name~")
+		switch {
+		case v == "":
+			continue
+		case !ok:
+			return "", catalog.Invalid("invalid-parameter", "property",
+				"property filter %q is not supported; the one supported is name~text (the name contains text, ignoring case)", v)
+		case len(text) > maxNameFilterBytes:
+			return "", catalog.Invalid("invalid-parameter", "property",
+				"property filter name~ may be at most %d bytes, got %d", maxNameFilterBytes, len(text))
+		case contains != "" && text != contains:
+			return "", catalog.Invalid("invalid-parameter", "property", "property filter name~ may be given once")
+		}
+		contains = text
+	}
+	return contains, nil
 }
 
 func parseOrderBy(v string) ([]catalog.Order, error) {
@@ -131,9 +167,10 @@ func parseOrderBy(v string) ([]catalog.Order, error) {
 		} else if field, ok := strings.CutPrefix(item, "desc:"); ok {
 			o.Field, o.Desc = field, true
 		}
-		if o.Field != "name" && o.Field != "created" && o.Field != "updated" {
+		if !orderable[o.Field] {
 			return nil, catalog.Invalid("invalid-parameter", "orderBy",
-				"orderBy field %q is not orderable; use name, created or updated, optionally prefixed asc: or desc:", o.Field)
+				"orderBy field %q is not orderable; use name, created, updated, classification.dataBehavior or "+
+					"classification.managedBy, optionally prefixed asc: or desc:", o.Field)
 		}
 		out = append(out, o)
 	}
