@@ -172,3 +172,14 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
 }
+
+// pollTimeout bounds every wait for the page to reach a state.
+const pollTimeout = 20 * time.Second
+
+func mustJSON(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(raw)
+}

@@ -144,9 +144,8 @@ func TestAssetsAreServedWithTheirHeaders(t *testing.T) {
 	})
 }
 
-func TestServedByTheAPI(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// testServedByTheAPI: retentiond serves the console at /ui/, without a token, with its headers.
+func testServedByTheAPI(t *testing.T, b *bundle) {
 	resp, _ := get(t, b.url+"/ui", nil)
 	require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
 	require.Equal(t, "/ui/", resp.Header.Get("Location"))

@@ -131,8 +131,8 @@ function showHeader(s) {
 
 const views = { datasets: datasetsView };
 
-/** Shows the view the fragment names, or sign-in when there is no session. */
-export function route() {
+/** Shows the view the fragment names, or sign-in when there is no session; resolves once the view is shown. */
+export async function route() {
   const main = document.getElementById('main');
   const s = session();
   showHeader(s);
@@ -144,7 +144,7 @@ export function route() {
     if (a.getAttribute('href') === `#/${path.split('/')[0]}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  view(main, new URLSearchParams(query || ''));
+  await view(main, new URLSearchParams(query || ''));
 }
 
 function start() {

@@ -37,7 +37,9 @@ export async function datasetsView(main, params) {
   const table = inventoryTable(state);
   const pager = h('nav', { className: 'pager', 'aria-label': 'Pages' });
   main.replaceChildren(h('h1', {}, 'Datasets'), filters(state), status, h('div', { className: 'table-wrap' }, table), pager);
-  const query = new URLSearchParams({ limit: String(pageSize + 1), start: String(state.page * pageSize), orderBy: state.sort });
+  // Ties (datasets of one type, say) fall back to the name, so a page's order is the one a reader expects.
+  const orderBy = /(^|:)name$/.test(state.sort) ? state.sort : `${state.sort},name`;
+  const query = new URLSearchParams({ limit: String(pageSize + 1), start: String(state.page * pageSize), orderBy });
   if (state.q) query.set('property', `name~${state.q}`);
   if (state.tag) query.set('tags', state.tag);
   const started = performance.now();

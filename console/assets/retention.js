@@ -136,7 +136,14 @@ async function submit(dialog, state, fields, general, limits) {
   }
   if (Object.keys(ext).length === 0) { dialog.close(); return; }
   const resp = await api(`/v2/dataSets/${encodeURIComponent(state.id)}`, { method: 'PATCH', body: { extensions: ext }, headers: { 'If-Match': state.etag } });
-  if (resp.ok) { dialog.close(); route(); return; }
+  if (resp.ok) {
+    dialog.close();
+    // The inventory is drawn anew with the saved values; focus goes back to this dataset's button in it.
+    await route();
+    const again = document.querySelector(`#inventory tr[data-id="${CSS.escape(state.id)}"] button.link`);
+    if (again) again.focus();
+    return;
+  }
   if (resp.status === 412) { changedMeanwhile(dialog, state); return; }
   // The API's own message, next to the field it names.
   const field = (resp.data && resp.data.field) || '';
@@ -168,7 +175,7 @@ function chartSection() {
   const section = h('section', { className: 'distribution', 'aria-labelledby': 'chart-title' },
     h('h3', { id: 'chart-title' }, 'Data distribution'),
     svg,
-    h('p', { className: 'legend' }, h('span', { className: 'key kept' }), 'kept ', h('span', { className: 'key deleted' }), 'deleted by the chosen value'),
+    h('p', { className: 'legend' }, h('span', { className: 'key kept' }), 'kept ', h('span', { className: 'key deleted' }), 'deleted by the chosen value (rows already expired stay deleted)'),
     summary);
   return { section, svg, summary };
 }
@@ -192,12 +199,17 @@ async function preview(state, fields, chart) {
     return; // a newer value's preview replaced this one
   }
   if (!resp.ok) { chart.summary.textContent = `No preview for this value: ${problemText(resp)}`; return; }
-  draw(chart, resp.data, value, stores.find((s) => s.key === store).label);
+  draw(chart, resp.data, value, current(state.ds, store), stores.find((s) => s.key === store).label);
 }
 
-function draw(chart, p, value, label) {
+// draw marks the months a run would delete from: those older than the chosen value's cutoff, and those older than
+// the current value's, since rows that expired under it stay expired under a longer value (no resurrection). The
+// count stated is the API's exact one; the marks place it in time.
+function draw(chart, p, value, now, label) {
   const buckets = [...p.distribution.buckets].sort((a, b) => a.month.localeCompare(b.month));
-  const cutoff = value === null ? null : before(Date.parse(p.evaluatedAt), value);
+  const at = Date.parse(p.evaluatedAt);
+  const cutoffs = [value, now].filter((v) => v != null).map((v) => before(at, v).getTime());
+  const cutoff = cutoffs.length ? new Date(Math.max(...cutoffs)) : null;
   const max = Math.max(1, ...buckets.map((b) => b.rows));
   const width = 480;
   const height = 180;
@@ -234,7 +246,7 @@ function draw(chart, p, value, label) {
   chart.svg.replaceChildren(...bars, ...labels);
   const marked = bars.filter((r) => !r.classList.contains('kept')).length;
   chart.summary.textContent = value === null
-    ? `${label}: keep forever deletes nothing; the dataset holds ${count(p.rowCount)} rows.`
+    ? `${label}: keep forever deletes ${p.rowsToDelete ? `only the ${count(p.rowsToDelete)} rows already expired` : 'nothing'}; the dataset holds ${count(p.rowCount)} rows.`
     : `${label}: under ${period(value)}, a run now would delete ${count(p.rowsToDelete)} of ${count(p.rowCount)} rows (${count(marked)} of ${count(buckets.length)} months marked).`;
   chart.summary.dataset.rowsToDelete = String(p.rowsToDelete);
 }
