@@ -95,22 +95,22 @@ func tab(t *testing.T) context.Context {
 }
 
 // run runs actions on the tab and fails the test on an error.
-func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+func run(ctx context.Context, t *testing.T, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx, actions...))
 }
 
 // text returns the text of the first element matching sel, once it is visible.
-func text(t *testing.T, ctx context.Context, sel string) string {
+func text(ctx context.Context, t *testing.T, sel string) string {
 	t.Helper()
-	run(t, ctx, chromedp.WaitVisible(sel))
+	run(ctx, t, chromedp.WaitVisible(sel))
 	s, err := chromedp.Run(ctx, chromedp.Text(sel))
 	require.NoError(t, err)
 	return s
 }
 
 // waitText waits until the element matching sel contains want.
-func waitText(t *testing.T, ctx context.Context, sel, want string) {
+func waitText(ctx context.Context, t *testing.T, sel, want string) {
 	t.Helper()
 	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return !!el && el.textContent.includes(%q); })()`, sel, want)
 	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
@@ -121,7 +121,7 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 }
 
 // eval evaluates a JavaScript expression, awaiting a promise, and returns its value.
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
+func eval[T any](ctx context.Context, t *testing.T, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
 	require.NoError(t, err, "evaluate %.200s", js)
@@ -138,7 +138,7 @@ type axeViolation struct {
 
 // checkAccessibility runs axe-core (WCAG 2 A and AA rules, best practices) on the page as it is and fails on any
 // serious or critical violation. make test installs axe-core and names it in $AXE_CORE.
-func checkAccessibility(t *testing.T, ctx context.Context, page string) {
+func checkAccessibility(ctx context.Context, t *testing.T, page string) {
 	t.Helper()
 	path := os.Getenv("AXE_CORE")
 	if path == "" {
@@ -146,7 +146,7 @@ func checkAccessibility(t *testing.T, ctx context.Context, page string) {
 	}
 	src, err := os.ReadFile(path)
 	require.NoError(t, err, "axe-core is installed by `make tools-axe`")
-	raw := eval[string](t, ctx, string(src)+`;
+	raw := eval[string](ctx, t, string(src)+`;
 		axe.run(document, {resultTypes: ['violations']}).then(r => JSON.stringify(r.violations
 			.filter(v => v.impact === 'serious' || v.impact === 'critical')
 			.map(v => ({id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map(n => n.target.join(' '))}))))`)
@@ -161,7 +161,7 @@ func checkAccessibility(t *testing.T, ctx context.Context, page string) {
 
 // screenshot writes the page as docs/console/<name>.png when CONSOLE_SCREENSHOTS=1 asks for it (the committed
 // screenshots of docs/console.md and the README).
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	if os.Getenv("CONSOLE_SCREENSHOTS") != "1" {
 		return

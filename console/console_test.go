@@ -79,8 +79,14 @@ func (b *bundle) token(t *testing.T, scopes ...string) string {
 
 var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}
 
+// reply is an answer read whole.
+type reply struct {
+	StatusCode int
+	Header     http.Header
+}
+
 // get fetches a console path without a browser.
-func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
+func get(t *testing.T, url string, header map[string]string) (reply, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	require.NoError(t, err)
@@ -93,7 +99,7 @@ func get(t *testing.T, url string, header map[string]string) (*http.Response, st
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp, string(body)
+	return reply{resp.StatusCode, resp.Header}, string(body)
 }
 
 func TestAssetsAreServedWithTheirHeaders(t *testing.T) {
@@ -154,4 +160,11 @@ func testServedByTheAPI(t *testing.T, b *bundle) {
 	require.Equal(t, console.SecurityPolicy, resp.Header.Get("Content-Security-Policy"))
 	resp, _ = get(t, b.url+"/ui/retention.js", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	head, err := http.NewRequestWithContext(context.Background(), http.MethodHead, b.url+"/ui/", nil)
+	require.NoError(t, err)
+	headResp, err := http.DefaultClient.Do(head)
+	require.NoError(t, err)
+	headResp.Body.Close()
+	require.Equal(t, http.StatusOK, headResp.StatusCode, "curl -I works")
+	require.Equal(t, "text/html; charset=utf-8", headResp.Header.Get("Content-Type"))
 }

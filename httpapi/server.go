@@ -170,6 +170,8 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) registerConsole(e *echo.Echo) {
 	files := echo.WrapHandler(console.Handler("/ui/"))
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
-	e.GET("/ui/", files)
-	e.GET("/ui/*", files)
+	for _, path := range []string{"/ui/", "/ui/*"} {
+		e.GET(path, files)
+		e.HEAD(path, files)
+	}
 }
