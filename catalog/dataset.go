@@ -208,14 +208,17 @@ type DatasetCreate struct {
 
 // DatasetFilter selects and orders the datasets of one org and sandbox.
 type DatasetFilter struct {
-	Names      []string // any of these names; empty = all
-	NotNames   []string // none of these names
-	Tags       []TagFilter
-	Held       *bool // only datasets with (true) or without (false) an active legal hold; nil = either
-	OrderBy    []Order
-	Offset     int
-	Limit      int
-	IncludeAll bool // list without limit, for internal callers
+	Names    []string // any of these names; empty = all
+	NotNames []string // none of these names
+	// NameContains keeps the datasets whose name contains it, ignoring case; empty = all. It is a literal
+	// substring, never a pattern, so no input can make the match expensive.
+	NameContains string
+	Tags         []TagFilter
+	Held         *bool // only datasets with (true) or without (false) an active legal hold; nil = either
+	OrderBy      []Order
+	Offset       int
+	Limit        int
+	IncludeAll   bool // list without limit, for internal callers
 }
 
 // TagFilter matches datasets having tag Name with a value matching Value; Value may contain the wildcard "*".
@@ -226,7 +229,7 @@ type TagFilter struct {
 
 // Order sorts by one of the orderable fields.
 type Order struct {
-	Field string // "name", "created" or "updated"
+	Field string // "name", "created", "updated", "classification.dataBehavior" or "classification.managedBy"
 	Desc  bool
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/console"
 )
 
 // adobePrefix is the base path of Adobe's Catalog Service; every route is also served under it, so an Adobe client
@@ -110,6 +111,7 @@ func New(cfg Config) *Server {
 	if s.expirations != nil {
 		s.hygieneRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
 	}
+	s.registerConsole(e)
 	return s
 }
 
@@ -176,5 +178,16 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("method", c.Request().Method), slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
 		return nil
+	}
+}
+
+// registerConsole serves the web console's static client at /ui/. It carries no authentication of its own: the
+// files are public, and everything they show comes from the API, under the caller's token.
+func (s *Server) registerConsole(e *echo.Echo) {
+	files := echo.WrapHandler(console.Handler("/ui/"))
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	for _, path := range []string{"/ui/", "/ui/*"} {
+		e.GET(path, files)
+		e.HEAD(path, files)
 	}
 }

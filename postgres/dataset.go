@@ -234,7 +234,10 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 }
 
 // orderColumns maps the orderable fields of the API to columns; nothing else reaches ORDER BY.
-var orderColumns = map[string]string{"name": "d.name", "created": "d.created_at", "updated": "d.updated_at"}
+var orderColumns = map[string]string{
+	"name": "d.name", "created": "d.created_at", "updated": "d.updated_at",
+	"classification.dataBehavior": "d.data_behavior", "classification.managedBy": "d.managed_by",
+}
 
 func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	args := []any{c.Org, c.Sandbox}
@@ -248,6 +251,10 @@ func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	}
 	if len(f.NotNames) > 0 {
 		where = append(where, "d.name <> ALL("+arg(f.NotNames)+")")
+	}
+	if f.NameContains != "" {
+		// strpos, not LIKE: the text is matched literally, with no wildcard to escape.
+		where = append(where, "strpos(lower(d.name), lower("+arg(f.NameContains)+")) > 0")
 	}
 	for _, t := range f.Tags {
 		where = append(where, tagCondition(t, arg))

@@ -40,6 +40,8 @@ retentiond is serving at %[1]s with %[2]d demo datasets in org %[3]s.
 
   export TOKEN=%[4]s
 
+  Web console: %[1]s/ui/#token=%[4]s
+
   curl -s %[5]s %[1]s/dataSets
   curl -s %[5]s %[1]s/ttl/%[6]s
   curl -s -X PATCH %[5]s -H "Content-Type: application/json" %[1]s/v2/dataSets/%[6]s \
