@@ -89,6 +89,8 @@ func testRetentionDialog(t *testing.T, b *bundle) {
 		require.Equal(t, 1, b.updates(t, id), "one Update audit event")
 		require.Equal(t, "Set data retention for web-clickstream", eval[string](ctx, t, `document.activeElement.textContent`), "focus returns to the opener")
 	})
+
+	t.Run("AuditLogShowsTheUpdate", func(t *testing.T) { testAuditLogShowsTheUpdate(ctx, t, b) })
 }
 
 // testRetentionDialogChangedMeanwhile changes journey-feedback (SYSTEM: 30 days to 13 months).

@@ -2,6 +2,7 @@
 // and the router that shows a view for the URL's fragment (#/datasets, ...). Views live in their own modules.
 
 import { h } from './format.js';
+import { auditView } from './audit.js';
 import { datasetsView } from './datasets.js';
 
 const store = window.sessionStorage;
@@ -38,9 +39,10 @@ function decodeClaims(token) {
 
 /**
  * Calls the service's API as the session: {status, ok, data, headers}. data is the parsed JSON answer (a problem's
- * detail included) or null; a network failure is a status 0 with a message.
+ * detail included) or null, or with raw the text of a successful answer (an export); a network failure is a status
+ * 0 with a message.
  */
-export async function api(path, { method = 'GET', body, headers = {}, signal } = {}) {
+export async function api(path, { method = 'GET', body, headers = {}, signal, raw = false } = {}) {
   const s = session();
   const h = {
     Authorization: `Bearer ${s ? s.token : ''}`,
@@ -58,6 +60,7 @@ export async function api(path, { method = 'GET', body, headers = {}, signal } =
     return { status: 0, ok: false, data: { detail: `The service could not be reached (${err.message}).` }, headers: new Headers() };
   }
   const text = await resp.text();
+  if (raw && resp.ok) return { status: resp.status, ok: true, data: text, headers: resp.headers };
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
   if (resp.status === 401 || (resp.status === 403 && data && data.error_code)) {
@@ -129,7 +132,7 @@ function showHeader(s) {
   document.getElementById('who').textContent = `${s.user} · ${s.org}`;
 }
 
-const views = { datasets: datasetsView };
+const views = { datasets: datasetsView, audit: auditView };
 
 /** Shows the view the fragment names, or sign-in when there is no session; resolves once the view is shown. */
 export async function route() {
