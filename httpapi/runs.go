@@ -171,3 +171,30 @@ func parseRunRequest(body map[string]any) (catalog.RunRequest, error) {
 	}
 	return req, nil
 }
+
+// scheduleDoc is one store's schedule as GET /retention/schedule shows it: its cron expression, always evaluated in
+// UTC, and when its next run is due.
+type scheduleDoc struct {
+	Store    string `json:"store"`
+	Cron     string `json:"cron"`
+	TimeZone string `json:"timeZone"`
+	NextRun  string `json:"nextRun,omitempty"`
+}
+
+// getSchedule shows each store's schedule in catalog.Stores order; a store without one is left out. The schedule
+// is the service's, the same for every org.
+func (s *Server) getSchedule(c echo.Context) error {
+	docs := make([]scheduleDoc, 0, len(s.schedules))
+	for _, store := range catalog.Stores {
+		spec, ok := s.schedules[store]
+		if !ok {
+			continue
+		}
+		doc := scheduleDoc{Store: string(store), Cron: spec, TimeZone: "UTC"}
+		if s.nextRun != nil {
+			doc.NextRun = formatTime(s.nextRun(store))
+		}
+		docs = append(docs, doc)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"schedules": docs})
+}

@@ -140,3 +140,25 @@ func TestNextRunShown(t *testing.T) {
 	require.NotContains(t, re, "lastCompleted", "no run has finished the dataset yet")
 	require.EqualValues(t, testNextRun.UnixMilli(), re["nextRun"], "epoch ms of the next scheduled run")
 }
+
+func TestRetentionScheduleAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	resp := b.do(t, request{method: http.MethodGet, path: "/retention/schedule"})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	require.JSONEq(t, `{"schedules":[
+		{"store":"adobe_lakeHouse","cron":"0 3 * * 0","timeZone":"UTC","nextRun":"2026-11-29T03:00:00.000Z"},
+		{"store":"adobe_unifiedProfile","cron":"0 4 * * *","timeZone":"UTC","nextRun":"2026-11-29T03:00:00.000Z"}]}`, string(resp.body))
+
+	t.Run("UnderAdobesPrefixToo", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, http.StatusOK, b.do(t, request{method: http.MethodGet, path: "/data/foundation/catalog/retention/schedule"}).status)
+	})
+
+	t.Run("NeedsDatasetsRead", func(t *testing.T) {
+		t.Parallel()
+		auditOnly := map[string]string{"Authorization": "Bearer " + mintToken(t, b.org, []string{catalog.ScopeAuditRead}, time.Hour)}
+		require.Equal(t, http.StatusForbidden, b.do(t, request{method: http.MethodGet, path: "/retention/schedule", headers: auditOnly}).status)
+	})
+}

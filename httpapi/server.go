@@ -39,11 +39,14 @@ type Config struct {
 	// those routes out.
 	Expirations catalog.ExpirationService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
-	NextRun  func(store catalog.Store) *time.Time
-	Auth     *Authenticator
-	Logger   *slog.Logger
-	Ready    func(ctx context.Context) error
-	Registry *prometheus.Registry
+	NextRun func(store catalog.Store) *time.Time
+	// Schedules are the cron expressions of the stores' scheduled runs (UTC), which GET /retention/schedule shows
+	// with NextRun; a store missing from it has no scheduled runs.
+	Schedules map[catalog.Store]string
+	Auth      *Authenticator
+	Logger    *slog.Logger
+	Ready     func(ctx context.Context) error
+	Registry  *prometheus.Registry
 	// ChunkCommitted, when set, is told of every ingestion chunk committed; tests use it to watch streaming.
 	ChunkCommitted func(rows int)
 	// TranslateError, when set, turns a storage error that reached the API untranslated into a domain error
@@ -71,6 +74,7 @@ type Server struct {
 	// expirations serves the Data Hygiene routes (hygiene.go).
 	expirations catalog.ExpirationService
 	nextRun     func(store catalog.Store) *time.Time
+	schedules   map[catalog.Store]string
 	auth        *Authenticator
 	logger      *slog.Logger
 	ready       func(ctx context.Context) error
@@ -86,7 +90,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
@@ -136,6 +140,7 @@ func (s *Server) routes(g *echo.Group) {
 	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)
 	g.GET("/retention/runs", s.listRuns, read)
 	g.GET("/retention/runs/:runId", s.getRun, read)
+	g.GET("/retention/schedule", s.getSchedule, read)
 	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))
 }
 

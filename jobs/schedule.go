@@ -74,6 +74,15 @@ func (s Schedules) NextRun(store catalog.Store, now time.Time) *time.Time {
 	return &t
 }
 
+// Specs returns the cron expression of each store's schedule, as configured.
+func (s Schedules) Specs() map[catalog.Store]string {
+	specs := make(map[catalog.Store]string, len(s))
+	for store, sched := range s {
+		specs[store] = sched.Spec
+	}
+	return specs
+}
+
 // OverdueCutoff is the rule of the overdue gauge: a dataset of the store is overdue at now when its last successful
 // run finished before the cutoff, two periods of the store's schedule ago. One period late is a run that is still
 // in progress, or a slot skipped while the previous run finished; two is a schedule that is not being kept.

@@ -191,6 +191,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota),
 		Auth:        auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+		Schedules:      schedules.Specs(),
 		TranslateError: postgres.TranslateError,
 		ReadTimeout:    cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, LongRequestsPerOrg: cfg.LongRequestsPerOrg,
 	})
