@@ -48,13 +48,16 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
-	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{})
+	// The jobs work, as in retentiond: a run started in the browser is carried out for real.
+	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{Work: true})
 	next := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Rows: postgres.NewRowService(db, 0), Runs: runs,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Audit: postgres.NewAuditService(db),
-		NextRun: func(catalog.Store) *time.Time { return &next },
-		Auth:    auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		NextRun:   func(catalog.Store) *time.Time { return &next },
+		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
+		Holds:     datasets, Expirations: postgres.NewExpirationService(db, 20),
+		Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		LongRequestsPerOrg: 100,
 	})
 	srv := httptest.NewServer(api)

@@ -51,6 +51,7 @@ func TestConsole(t *testing.T) {
 		"ServedByTheAPI": testServedByTheAPI, "RetentionDialog": testRetentionDialog,
 		"RetentionDialogChangedMeanwhile":           testRetentionDialogChangedMeanwhile,
 		"RetentionDialogReadOnlyWithoutManageScope": testRetentionDialogReadOnly,
+		"Runs": testRuns, "RunsReadOnlyWithoutRunScope": testRunsReadOnly,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -4,6 +4,7 @@
 import { h } from './format.js';
 import { auditView } from './audit.js';
 import { datasetsView } from './datasets.js';
+import { runsView } from './runs.js';
 
 const store = window.sessionStorage;
 
@@ -132,7 +133,7 @@ function showHeader(s) {
   document.getElementById('who').textContent = `${s.user} · ${s.org}`;
 }
 
-const views = { datasets: datasetsView, audit: auditView };
+const views = { datasets: datasetsView, runs: runsView, audit: auditView };
 
 /** Shows the view the fragment names, or sign-in when there is no session; resolves once the view is shown. */
 export async function route() {
@@ -147,7 +148,7 @@ export async function route() {
     if (a.getAttribute('href') === `#/${path.split('/')[0]}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  await view(main, new URLSearchParams(query || ''));
+  await view(main, new URLSearchParams(query || ''), path);
 }
 
 function start() {

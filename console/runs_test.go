@@ -1,0 +1,65 @@
+package console_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+)
+
+// testRuns starts a dry run of app-sessions from the form and watches it finish (the bundle's jobs work for real;
+// the page polls the run until it ends). A dry run deletes nothing, so the other parts' datasets are untouched.
+func testRuns(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, allScopes...))
+	run(ctx, t, chromedp.Click(`#nav-runs`), chromedp.WaitVisible(`#start-run`))
+
+	t.Run("ScheduleAndEmptyHistory", func(t *testing.T) {
+		waitText(ctx, t, "#schedule", "0 3 * * 0")
+		require.Contains(t, text(ctx, t, `#schedule li[data-store=adobe_lakeHouse]`), "Data lake: 0 3 * * 0 (cron, UTC); next run Nov 29, 2026")
+		waitText(ctx, t, "#runs-status", "No runs yet in this sandbox")
+		checkAccessibility(ctx, t, "runs, empty")
+	})
+
+	t.Run("StartADryRunAndWatchItFinish", func(t *testing.T) {
+		setField(ctx, t, "#run-find", "sessions")
+		run(ctx, t, chromedp.Click(`#run-search`))
+		box := fmt.Sprintf(`#run-ds-%s`, b.ids["app-sessions"])
+		run(ctx, t, chromedp.WaitVisible(box), chromedp.Click(box))
+		waitText(ctx, t, "#run-chosen", "Chosen: app-sessions.")
+		require.True(t, eval[bool](ctx, t, `document.querySelector('#run-dry').checked`), "a dry run unless unchecked")
+		run(ctx, t, chromedp.Click(`#run-start`), chromedp.WaitVisible(`#run-progress`))
+		waitText(ctx, t, "#run-progress-text", "succeeded.")
+		require.Contains(t, text(ctx, t, "#run-progress-text"), "1 of 1 datasets")
+		part := fmt.Sprintf(`#run-parts tr[data-id=%q]`, b.ids["app-sessions"])
+		require.Equal(t, "app-sessions", text(ctx, t, part+" th"))
+		require.Equal(t, "succeeded", eval[string](ctx, t, fmt.Sprintf(`document.querySelector(%q).dataset.status`, part)))
+		require.Equal(t, "P12M", text(ctx, t, part+" td:nth-of-type(2)"))
+		require.Contains(t, text(ctx, t, "#run-facts"), "yes: nothing is deleted")
+		checkAccessibility(ctx, t, "run detail")
+		screenshot(ctx, t, "run")
+	})
+
+	t.Run("TheHistoryListsIt", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`a[href="#/runs"]`))
+		waitText(ctx, t, "#runs-status", "Showing runs 1 to 1.")
+		require.Equal(t, "succeeded", text(ctx, t, "#runs tbody tr td.run-status"))
+		require.Contains(t, text(ctx, t, "#runs tbody tr th"), "dry run")
+		require.Equal(t, "1 of 1", text(ctx, t, "#runs tbody tr td.num"))
+		checkAccessibility(ctx, t, "runs")
+		screenshot(ctx, t, "runs")
+	})
+}
+
+// testRunsReadOnly: without retention.run the history is shown and the form is not, since the API would refuse it.
+func testRunsReadOnly(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, catalog.ScopeDatasetsRead))
+	run(ctx, t, chromedp.Click(`#nav-runs`), chromedp.WaitVisible(`#runs-read-only`))
+	require.Contains(t, text(ctx, t, "#runs-read-only"), "lacks the retention.run scope")
+	require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#start-run').length`))
+	waitText(ctx, t, "#schedule", "0 3 * * 0")
+}
