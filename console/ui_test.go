@@ -28,13 +28,13 @@ func setField(ctx context.Context, t *testing.T, sel, value string) {
 // names are the dataset names of the inventory's page, in order.
 func names(ctx context.Context, t *testing.T) []string {
 	t.Helper()
-	return eval[[]string](ctx, t, `[...document.querySelectorAll('#inventory tbody tr[data-id] th.name')].map(th => th.textContent)`)
+	return eval[[]string](ctx, t, `[...document.querySelectorAll('#inventory tbody tr[data-id] th.name .ds-name')].map(th => th.textContent)`)
 }
 
 // waitNames waits until the inventory shows exactly want.
 func waitNames(ctx context.Context, t *testing.T, want ...string) {
 	t.Helper()
-	js := fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('#inventory tbody tr[data-id] th.name')].map(th => th.textContent)) === %q`, mustJSON(want))
+	js := fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('#inventory tbody tr[data-id] th.name .ds-name')].map(th => th.textContent)) === %q`, mustJSON(want))
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
 		t.Fatalf("inventory never showed %v; it shows %v (%v)", want, names(ctx, t), err)
 	}
@@ -52,6 +52,7 @@ func TestConsole(t *testing.T) {
 		"RetentionDialogChangedMeanwhile":           testRetentionDialogChangedMeanwhile,
 		"RetentionDialogReadOnlyWithoutManageScope": testRetentionDialogReadOnly,
 		"Runs": testRuns, "RunsReadOnlyWithoutRunScope": testRunsReadOnly,
+		"Holds": testHolds, "HoldsReadOnlyWithoutHoldScope": testHoldsReadOnly,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -72,7 +73,7 @@ func testInventory(t *testing.T, b *bundle) {
 		row := fmt.Sprintf(`#inventory tr[data-id=%q]`, b.ids["app-sessions"])
 		require.Equal(t, "20,000", text(ctx, t, row+" td.num"), "rows with thousands separators")
 		require.Equal(t, "12 months", text(ctx, t, row+" td.ttl-lake"))
-		require.Equal(t, "n/a", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.ttl-lake`, b.ids["loyalty-members"])))
+		require.Equal(t, "Keep forever", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.ttl-lake`, b.ids["loyalty-members"])), "a record dataset without a TTL yet")
 		hash := eval[string](ctx, t, `location.hash`)
 		require.Equal(t, "#/datasets", hash, "the token left the URL")
 		checkAccessibility(ctx, t, "datasets")

@@ -3,6 +3,7 @@
 
 import { api, problemText, route } from './app.js';
 import { bytes, count, h, period, time } from './format.js';
+import { datasetView, pendingExpiry } from './dataset.js';
 import { openRetentionDialog } from './retention.js';
 
 /** Rows on a page. One more is asked for, to know whether a next page exists without counting them all. */
@@ -17,6 +18,7 @@ const columns = [
   { label: 'Profile retention' },
   { label: 'Rows', num: true },
   { label: 'Storage', num: true },
+  { label: 'Held' },
   { label: 'Last retention job' },
   { label: 'Next retention job' },
   { label: 'Actions' },
@@ -25,12 +27,16 @@ const columns = [
 const lake = 'adobe_lakeHouse';
 const profile = 'adobe_unifiedProfile';
 
-/** Renders the inventory into main for the fragment's query: sort, q (name contains), tag, page. */
-export async function datasetsView(main, params) {
+/** Renders the inventory into main for the fragment's query (sort, q: name contains, tag, held, page), or one
+ * dataset for #/datasets/{id}. */
+export async function datasetsView(main, params, path) {
+  const id = (path || '').split('/')[1];
+  if (id) return datasetView(main, decodeURIComponent(id));
   const state = {
     sort: params.get('sort') || 'name',
     q: params.get('q') || '',
     tag: params.get('tag') || '',
+    held: params.get('held') === '1',
     page: Math.max(0, Number(params.get('page')) || 0),
   };
   const status = h('p', { className: 'status', id: 'inventory-status', role: 'status' }, 'Loading datasets…');
@@ -40,7 +46,8 @@ export async function datasetsView(main, params) {
   // Ties (datasets of one type, say) fall back to the name, so a page's order is the one a reader expects.
   const orderBy = /(^|:)name$/.test(state.sort) ? state.sort : `${state.sort},name`;
   const query = new URLSearchParams({ limit: String(pageSize + 1), start: String(state.page * pageSize), orderBy });
-  if (state.q) query.set('property', `name~${state.q}`);
+  if (state.q) query.append('property', `name~${state.q}`);
+  if (state.held) query.append('property', 'holds.active>0');
   if (state.tag) query.set('tags', state.tag);
   const started = performance.now();
   const resp = await api(`/dataSets?${query}`);
@@ -58,7 +65,7 @@ export async function datasetsView(main, params) {
 }
 
 function statusText(state, n) {
-  if (n === 0 && !state.q && !state.tag && state.page === 0) {
+  if (n === 0 && !state.q && !state.tag && !state.held && state.page === 0) {
     return 'No datasets yet in this sandbox — create one with POST /dataSets (README, "The API in five minutes"), or run `make run` for the demo data.';
   }
   if (n === 0) return 'No datasets match these filters.';
@@ -73,6 +80,7 @@ function go(state, change) {
   if (next.sort !== 'name') q.set('sort', next.sort);
   if (next.q) q.set('q', next.q);
   if (next.tag) q.set('tag', next.tag);
+  if (next.held) q.set('held', '1');
   if (next.page) q.set('page', String(next.page));
   const hash = `#/datasets${q.size ? `?${q}` : ''}`;
   if (location.hash === hash) route();
@@ -82,13 +90,15 @@ function go(state, change) {
 function filters(state) {
   const name = h('input', { id: 'filter-name', name: 'q', type: 'search', value: state.q, maxLength: 256, autocomplete: 'off' });
   const tag = h('input', { id: 'filter-tag', name: 'tag', type: 'search', value: state.tag, maxLength: 600, placeholder: 'team:web', autocomplete: 'off', 'aria-describedby': 'filter-tag-hint' });
+  const held = h('input', { id: 'filter-held', name: 'held', type: 'checkbox', checked: state.held });
   return h('form', { className: 'filters', role: 'search', onsubmit: (e) => {
     e.preventDefault();
-    go(state, { q: name.value.trim(), tag: tag.value.trim(), page: 0 });
+    go(state, { q: name.value.trim(), tag: tag.value.trim(), held: held.checked, page: 0 });
   } },
   h('div', {}, h('label', { htmlFor: 'filter-name' }, 'Name contains'), name),
   h('div', {}, h('label', { htmlFor: 'filter-tag' }, 'Tag'), tag,
     h('span', { className: 'hint', id: 'filter-tag-hint' }, 'name:value, * as a wildcard')),
+  h('div', { className: 'check' }, held, h('label', { htmlFor: 'filter-held' }, 'Held only')),
   h('button', { type: 'submit' }, 'Filter'));
 }
 
@@ -120,20 +130,25 @@ function datasetRow(id, ds) {
   const lakeRE = rowExpiration(ds, lake);
   const profileRE = rowExpiration(ds, profile);
   const metrics = ((ds.extensions || {})[lake] || {}).metrics || {};
-  const timeSeries = ds.classification && ds.classification.dataBehavior === 'time-series';
+  // Time-series and record datasets expire rows (records from their last write); the others have no rowExpiration.
+  const expires = !!lakeRE;
   const open = h('button', { type: 'button', className: 'link', onclick: (e) => openRetentionDialog(id, ds.name, e.currentTarget) },
     'Set data retention', h('span', { className: 'visually-hidden' }, ` for ${ds.name}`));
+  const expiry = pendingExpiry(ds);
+  const active = (ds.holds || {}).active || 0;
   return h('tr', { 'data-id': id },
-    h('th', { scope: 'row', className: 'name' }, ds.name),
+    h('th', { scope: 'row', className: 'name' }, h('a', { className: 'ds-name', href: `#/datasets/${encodeURIComponent(id)}` }, ds.name),
+      expiry ? h('span', { className: 'expiry' }, ' deleted on ', time(expiry)) : null),
     h('td', {}, ds.classification ? ds.classification.dataBehavior : '—'),
     h('td', {}, ds.classification ? ds.classification.managedBy : '—'),
-    h('td', { className: 'ttl-lake' }, timeSeries && lakeRE ? period(lakeRE.ttlValue) : 'n/a'),
-    h('td', { className: 'ttl-profile' }, timeSeries && profileRE ? period(profileRE.ttlValue) : 'n/a'),
+    h('td', { className: 'ttl-lake' }, expires ? period(lakeRE.ttlValue) : 'n/a'),
+    h('td', { className: 'ttl-profile' }, profileRE ? period(profileRE.ttlValue) : 'n/a'),
     h('td', { className: 'num' }, count(metrics.rowCount)),
     h('td', { className: 'num' }, bytes(metrics.storageSize)),
+    h('td', { className: 'held' }, active ? `Held (${count(active)})` : '—'),
     h('td', {}, time(lakeRE && lakeRE.lastCompleted)),
     h('td', {}, time(lakeRE && lakeRE.nextRun)),
-    h('td', {}, timeSeries ? open : h('span', { className: 'muted' }, 'no row expiration')));
+    h('td', {}, expires ? open : h('span', { className: 'muted' }, 'no row expiration')));
 }
 
 function pagerButtons(state, more) {

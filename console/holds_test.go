@@ -1,0 +1,96 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/postgres"
+)
+
+// openDataset opens a dataset's page from the inventory's name link.
+func (b *bundle) openDataset(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	run(ctx, t, chromedp.Click(fmt.Sprintf(`#inventory tr[data-id=%q] a.ds-name`, b.ids[name])), chromedp.WaitVisible(`#holds h2`))
+}
+
+// testHolds places and releases a hold on loyalty-members, which also gets a pending dataset expiration; the other
+// parts leave it alone once the inventory part has read it.
+func testHolds(t *testing.T, b *bundle) {
+	id := b.ids["loyalty-members"]
+	expiry := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 40)
+	c := &catalog.Caller{User: "steward@acme.example", Org: b.org, Sandbox: catalog.DefaultSandbox}
+	_, err := postgres.NewExpirationService(b.db, 20).CreateExpiration(context.Background(), c,
+		catalog.ExpirationCreate{DatasetID: id, Expiry: expiry, DisplayName: "Retire the loyalty export"})
+	require.NoError(t, err)
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, append(allScopes, catalog.ScopeRetentionHold)...))
+	b.openDataset(ctx, t, "loyalty-members")
+
+	t.Run("ShowsThePendingExpiration", func(t *testing.T) {
+		require.Contains(t, text(ctx, t, "#pending-expiration"), "scheduled for deletion on")
+		require.Equal(t, expiry.Format("2006-01-02T15:04:05.000Z"), eval[string](ctx, t, `document.querySelector('#pending-expiration time').dateTime`))
+		require.Contains(t, text(ctx, t, "#holds-status"), "Not held")
+	})
+
+	t.Run("RefusedHoldShowsTheAPIMessage", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#hold-place`))
+		waitText(ctx, t, "#hold-error", "reason")
+		require.Zero(t, b.auditEvents(t, id, "Hold"), "nothing placed")
+	})
+
+	t.Run("PlaceAHold", func(t *testing.T) {
+		setField(ctx, t, "#hold-reason", "litigation hold")
+		setField(ctx, t, "#hold-reference", "case 2026-114")
+		run(ctx, t, chromedp.Click(`#hold-place`))
+		waitText(ctx, t, "#holds-status", "Held: 1 active hold.")
+		require.Equal(t, "litigation hold", text(ctx, t, "#holds-table tbody th.reason"))
+		require.Equal(t, 1, b.auditEvents(t, id, "Hold"))
+		checkAccessibility(ctx, t, "dataset, held")
+		screenshot(ctx, t, "dataset")
+	})
+
+	t.Run("InventoryShowsHeldAndTheExpiration", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#nav-datasets`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+		row := fmt.Sprintf(`#inventory tr[data-id=%q]`, id)
+		waitText(ctx, t, row+" td.held", "Held (1)")
+		require.Contains(t, text(ctx, t, row+" th.name .expiry"), "deleted on")
+		run(ctx, t, chromedp.Click(`#filter-held`), chromedp.Click(`form[role=search] button[type=submit]`))
+		waitNames(ctx, t, "loyalty-members")
+		require.Contains(t, eval[string](ctx, t, `location.hash`), "held=1")
+	})
+
+	t.Run("ReleaseAfterConfirming", func(t *testing.T) {
+		b.openDataset(ctx, t, "loyalty-members")
+		run(ctx, t, chromedp.Click(`#holds-table button.release-ask`), chromedp.WaitVisible(`#holds-table button.release-confirm`))
+		require.Zero(t, b.auditEvents(t, id, "Release"), "one click releases nothing")
+		checkAccessibility(ctx, t, "dataset, confirm release")
+		run(ctx, t, chromedp.Click(`#holds-table button.release-confirm`))
+		waitText(ctx, t, "#holds-status", "Not held")
+		require.Equal(t, 1, b.auditEvents(t, id, "Release"))
+	})
+}
+
+// testHoldsReadOnly: a token without retention.hold sees the holds but can neither place nor release one.
+func testHoldsReadOnly(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, allScopes...))
+	b.openDataset(ctx, t, "journey-feedback")
+	require.Contains(t, text(ctx, t, "#holds-read-only"), "takes the retention.hold scope")
+	require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#place-hold, button.release-ask').length`))
+	checkAccessibility(ctx, t, "dataset, read only")
+}
+
+// auditEvents counts a dataset's audit events of one action.
+func (b *bundle) auditEvents(t *testing.T, id, action string) int {
+	t.Helper()
+	var n int
+	err := b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_events WHERE asset_id = $1 AND action = $2`, id, action).Scan(&n)
+	require.NoError(t, err)
+	return n
+}
