@@ -47,6 +47,8 @@ func TestConsole(t *testing.T) {
 	b := setup(t)
 	// The inventory first and alone: its screenshot and values are the demo data's, before the dialogs change any.
 	t.Run("Inventory", func(t *testing.T) { testInventory(t, b) })
+	// Alone as well, so that its figures are the inventory's and not the other parts' load.
+	t.Run("TenThousandDatasets", func(t *testing.T) { testTenThousandDatasets(t, b) })
 	for name, part := range map[string]func(*testing.T, *bundle){
 		"ServedByTheAPI": testServedByTheAPI, "RetentionDialog": testRetentionDialog,
 		"RetentionDialogChangedMeanwhile":           testRetentionDialogChangedMeanwhile,
