@@ -229,7 +229,10 @@ type TagFilter struct {
 
 // Order sorts by one of the orderable fields.
 type Order struct {
-	Field string // "name", "created", "updated", "classification.dataBehavior" or "classification.managedBy"
+	// Field is "name", "created", "updated", "classification.dataBehavior", "classification.managedBy", a store's
+	// "extensions.<store>.rowExpiration.ttlValue", "extensions.adobe_lakeHouse.rowExpiration.lastCompleted" or
+	// "extensions.adobe_lakeHouse.metrics.rowCount".
+	Field string
 	Desc  bool
 }
 

@@ -113,6 +113,8 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 		require.Less(t, loaded, 5*time.Second, what)
 	}
 	measure("sorted by name descending", "#/datasets?sort=desc:name", "Showing datasets 1 to 25.", "scale-09999")
+	measure("sorted by rows, descending", "#/datasets?sort=desc:extensions.adobe_lakeHouse.metrics.rowCount", "Showing datasets 1 to 25.", "scale-00000")
+	measure("sorted by data lake retention", "#/datasets?sort=extensions.adobe_lakeHouse.rowExpiration.ttlValue", "Showing datasets 1 to 25.", "scale-00000")
 	measure("last page (page 400)", "#/datasets?page=399", "Showing datasets 9,976 to 10,000.", "scale-09975")
 	require.True(t, eval[bool](ctx, t, `document.querySelector('#page-next').disabled`), "no page after the last")
 	measure("filtered by name (name~0999)", "#/datasets?q=0999", "Showing datasets 1 to 11.", "scale-00999")

@@ -1,8 +1,11 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -91,6 +94,22 @@ func testInventory(t *testing.T, b *bundle) {
 	t.Run("SortByManagedBy", func(t *testing.T) {
 		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(3) button`))
 		waitNames(ctx, t, "app-sessions", "loyalty-members", "web-clickstream", "journey-feedback")
+	})
+
+	t.Run("SortByRowsBothWays", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(1) button`))
+		waitNames(ctx, t, "app-sessions", "journey-feedback", "loyalty-members", "web-clickstream")
+		rows := eval[map[string]int](ctx, t, `Object.fromEntries([...document.querySelectorAll('#inventory tbody tr[data-id]')].map(tr =>
+			[tr.querySelector('.ds-name').textContent, Number(tr.querySelector('td.num').textContent.replace(/\D/g, '')) || 0]))`)
+		byRows := slices.Collect(maps.Keys(rows))
+		slices.SortFunc(byRows, func(a, b string) int { return cmp.Or(cmp.Compare(rows[a], rows[b]), cmp.Compare(a, b)) })
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(6) button`))
+		waitNames(ctx, t, byRows...)
+		slices.SortFunc(byRows, func(a, b string) int { return cmp.Or(cmp.Compare(rows[b], rows[a]), cmp.Compare(a, b)) })
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(6) button`))
+		waitNames(ctx, t, byRows...)
+		require.Equal(t, "descending", eval[string](ctx, t, `document.querySelector('#inventory thead th:nth-child(6)').getAttribute('aria-sort')`))
+		require.Positive(t, rows["app-sessions"])
 	})
 
 	t.Run("FilterByName", func(t *testing.T) {

@@ -128,6 +128,8 @@ func parseDatasetFilter(c echo.Context) (catalog.DatasetFilter, error) {
 // orderable are the fields orderBy accepts.
 var orderable = map[string]bool{
 	"name": true, "created": true, "updated": true, "classification.dataBehavior": true, "classification.managedBy": true,
+	"extensions.adobe_lakeHouse.rowExpiration.ttlValue": true, "extensions.adobe_unifiedProfile.rowExpiration.ttlValue": true,
+	"extensions.adobe_lakeHouse.rowExpiration.lastCompleted": true, "extensions.adobe_lakeHouse.metrics.rowCount": true,
 }
 
 // maxNameFilterBytes bounds property=name~text: no name is longer (catalog's name bound), so a longer text matches
@@ -204,8 +206,10 @@ func parseOrderBy(v string) ([]catalog.Order, error) {
 		}
 		if !orderable[o.Field] {
 			return nil, catalog.Invalid("invalid-parameter", "orderBy",
-				"orderBy field %q is not orderable; use name, created, updated, classification.dataBehavior or "+
-					"classification.managedBy, optionally prefixed asc: or desc:", o.Field)
+				"orderBy field %q is not orderable; use name, created, updated, classification.dataBehavior, "+
+					"classification.managedBy, extensions.adobe_lakeHouse.rowExpiration.ttlValue, "+
+					"extensions.adobe_unifiedProfile.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.lastCompleted "+
+					"or extensions.adobe_lakeHouse.metrics.rowCount, optionally prefixed asc: or desc:", o.Field)
 		}
 		out = append(out, o)
 	}

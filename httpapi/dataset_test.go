@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -286,6 +287,48 @@ func TestListDatasets(t *testing.T) {
 		require.Equal(t, []string{idSys, idRec, idCust}, keysInOrder(t, resp.body))
 		resp = b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=classification.dataBehavior,desc:name"})
 		require.Equal(t, []string{idRec, idCust, idSys}, keysInOrder(t, resp.body))
+	})
+
+	t.Run("OrderByRetentionRowsAndLastRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ttl := func(id string, lake any) {
+			t.Helper()
+			resp := b.do(t, request{method: http.MethodPatch, path: "/v2/dataSets/" + id, body: map[string]any{
+				"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": lake}}}}})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		}
+		idYear := b.createDataset(t, datasetOpts{name: "year"}) // the default, P12M
+		idWeeks := b.createDataset(t, datasetOpts{name: "weeks"})
+		ttl(idWeeks, "P5W")
+		idMonth := b.createDataset(t, datasetOpts{name: "month"})
+		ttl(idMonth, "P1M")
+		idForever := b.createDataset(t, datasetOpts{name: "forever"})
+		ttl(idForever, nil)
+		idRecord := b.createDataset(t, datasetOpts{name: "record", behavior: "record"})
+		ttl(idRecord, "P400D")
+		got := func(orderBy string) []string {
+			t.Helper()
+			resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=" + orderBy})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			return keysInOrder(t, resp.body)
+		}
+		lake := "extensions.adobe_lakeHouse.rowExpiration.ttlValue"
+		require.Equal(t, []string{idMonth, idWeeks, idYear, idRecord, idForever}, got(lake),
+			"P1M (30 days) < P5W < P12M (360 days) < P400D < keep forever")
+		require.Equal(t, []string{idForever, idRecord, idYear, idWeeks, idMonth}, got("desc:"+lake))
+
+		b.ingest(t, idWeeks, ndjson(event("2026-11-01T00:00:00Z", ""), event("2026-11-02T00:00:00Z", "")))
+		b.ingest(t, idMonth, ndjson(event("2026-11-01T00:00:00Z", "")))
+		require.Equal(t, []string{idWeeks, idMonth}, got("desc:extensions.adobe_lakeHouse.metrics.rowCount,name")[:2])
+
+		_, err := b.db.Pool.Exec(context.Background(), `UPDATE row_expirations SET last_completed_at = now() - $2::interval
+			WHERE dataset_id = $1 AND store = 'adobe_lakeHouse'`, idYear, "1 day")
+		require.NoError(t, err)
+		_, err = b.db.Pool.Exec(context.Background(), `UPDATE row_expirations SET last_completed_at = now()
+			WHERE dataset_id = $1 AND store = 'adobe_lakeHouse'`, idRecord)
+		require.NoError(t, err)
+		require.Equal(t, []string{idRecord, idYear}, got("desc:extensions.adobe_lakeHouse.rowExpiration.lastCompleted")[:2], "never run last")
 	})
 
 	t.Run("TagFilters", func(t *testing.T) {

@@ -233,10 +233,29 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 	return datasets, nil
 }
 
-// orderColumns maps the orderable fields of the API to columns; nothing else reaches ORDER BY.
+// orderColumns maps the orderable fields of the API to columns, or to a per-dataset subquery for the retention
+// columns of the inventory; nothing else reaches ORDER BY. Each subquery is one index probe per dataset
+// (row_expirations' key, row_stats_dataset_idx), so ordering 10,000 datasets stays well under the time of a page.
 var orderColumns = map[string]string{
 	"name": "d.name", "created": "d.created_at", "updated": "d.updated_at",
 	"classification.dataBehavior": "d.data_behavior", "classification.managedBy": "d.managed_by",
+	"extensions.adobe_lakeHouse.rowExpiration.ttlValue":      ttlOrder("adobe_lakeHouse"),
+	"extensions.adobe_unifiedProfile.rowExpiration.ttlValue": ttlOrder("adobe_unifiedProfile"),
+	"extensions.adobe_lakeHouse.rowExpiration.lastCompleted": `(SELECT r.last_completed_at FROM row_expirations r
+		WHERE r.dataset_id = d.id AND r.store = 'adobe_lakeHouse')`,
+	// The partition's store is probed per counter (EXISTS) rather than joined: a join builds a hash of every
+	// partition for each dataset ordered, 10,000 times over.
+	"extensions.adobe_lakeHouse.metrics.rowCount": `(SELECT COALESCE(sum(st.row_count), 0) FROM row_stats st
+		WHERE st.dataset_id = d.id AND st.row_count > 0 AND EXISTS (SELECT 1 FROM row_partitions p
+		WHERE p.name = st.partition_name AND p.store = 'adobe_lakeHouse'))`,
+}
+
+// ttlOrder orders by a store's TTL as the API compares periods (Postgres compares intervals with 30 days to a month,
+// as retention.Period does): keep forever (a NULL ttl_value) as the longest, a dataset without a rowExpiration
+// (NULL, placed last by NULLS LAST) after every value.
+func ttlOrder(store string) string {
+	return `(SELECT COALESCE(r.ttl_value::interval, interval '1000000 years') FROM row_expirations r
+		WHERE r.dataset_id = d.id AND r.store = '` + store + `')`
 }
 
 func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
@@ -266,9 +285,10 @@ func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	}
 	var order []string
 	for _, o := range f.OrderBy {
-		dir := " ASC"
+		// NULLS LAST in both directions: a dataset without the value (no rowExpiration, never run) ends the list.
+		dir := " ASC NULLS LAST"
 		if o.Desc {
-			dir = " DESC"
+			dir = " DESC NULLS LAST"
 		}
 		order = append(order, orderColumns[o.Field]+dir)
 	}
