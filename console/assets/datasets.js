@@ -115,7 +115,7 @@ function inventoryTable(state) {
     const next = active && !desc ? `desc:${c.sort}` : c.sort;
     return h('th', { scope: 'col', className: c.num ? 'num' : '', 'aria-sort': active ? (desc ? 'descending' : 'ascending') : 'none' },
       h('button', { type: 'button', className: 'sort', onclick: () => go(state, { sort: next, page: 0 }) },
-        c.label, h('span', { 'aria-hidden': 'true', className: 'arrow' }, active ? (desc ? ' ▼' : ' ▲') : '')));
+        c.label, h('span', { 'aria-hidden': 'true', className: 'arrow' }, active ? (desc ? ' ▼' : ' ▲') : ' ↕')));
   });
   // Placeholder rows keep the table's height while the page loads, so nothing jumps when it arrives.
   const placeholders = Array.from({ length: 5 }, () => h('tr', { className: 'placeholder' },
