@@ -7,6 +7,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/internal/demo"
 )
 
 // testAuditLogShowsTheUpdate follows a save of the dialog (web-clickstream's lake from 12 to 3 months) into the
@@ -60,4 +62,34 @@ func testAuditLogShowsTheUpdate(ctx context.Context, t *testing.T, b *bundle) {
 		waitText(ctx, t, "#audit-status", "No events match these filters.")
 		require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#audit tr.event').length`))
 	})
+}
+
+// testAuditChainBroken edits an event of the demo's second org (Globex, whose chain no other part reads) as only a
+// superuser could, with the audit tables' triggers off: the verification names the first broken event, and its link
+// opens the log at that event.
+func testAuditChainBroken(t *testing.T, b *bundle) {
+	org := demo.Orgs[1]
+	var id string
+	var seq int64
+	err := b.db.Pool.QueryRow(context.Background(), `SELECT id, seq FROM audit_events WHERE org_id = $1 ORDER BY seq OFFSET 1 LIMIT 1`, org).Scan(&id, &seq)
+	require.NoError(t, err)
+	tx, err := b.db.Pool.Begin(context.Background())
+	require.NoError(t, err)
+	_, err = tx.Exec(context.Background(), `SET LOCAL session_replication_role = replica`)
+	require.NoError(t, err)
+	_, err = tx.Exec(context.Background(), `UPDATE audit_events SET user_id = 'someone-else' WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(context.Background()))
+
+	ctx := tab(t)
+	run(ctx, t, chromedp.Navigate(b.url+"/ui/#token="+tokenOf(t, org, allScopes...)), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+	run(ctx, t, chromedp.Click(`#nav-audit`), chromedp.WaitVisible(`#audit-verify`))
+	run(ctx, t, chromedp.Click(`#audit-verify`), chromedp.WaitVisible(`#audit-broken`))
+	require.Contains(t, text(ctx, t, "#audit-tools-status"), fmt.Sprintf("The chain is broken at event #%d", seq))
+	checkAccessibility(ctx, t, "audit log, chain broken")
+
+	run(ctx, t, chromedp.Click(`#audit-broken`), chromedp.WaitVisible(`#audit tr.event[aria-current]`))
+	require.Equal(t, id, eval[string](ctx, t, `document.querySelector('#audit tr.event[aria-current]').dataset.id`), "the link opens the broken event")
+	require.Contains(t, text(ctx, t, fmt.Sprintf(`#event-%s`, id)), id, "its details shown")
+	require.Equal(t, "someone-else", text(ctx, t, `#audit tr.event[aria-current] td:nth-child(4)`))
 }

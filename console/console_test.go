@@ -72,9 +72,15 @@ func setup(t *testing.T) *bundle {
 // token mints a token of the demo org with the scopes given.
 func (b *bundle) token(t *testing.T, scopes ...string) string {
 	t.Helper()
+	return tokenOf(t, b.org, scopes...)
+}
+
+// tokenOf mints a token of org with the scopes given.
+func tokenOf(t *testing.T, org string, scopes ...string) string {
+	t.Helper()
 	token, err := httpapi.MintToken(testSecret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "steward@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
-		Org:              b.org, ClientID: "console-test", Scope: strings.Join(scopes, " "),
+		Org:              org, ClientID: "console-test", Scope: strings.Join(scopes, " "),
 	})
 	require.NoError(t, err)
 	return token

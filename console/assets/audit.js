@@ -148,8 +148,11 @@ async function verify(state, result) {
     return;
   }
   const b = v.firstBroken;
-  const where = b.id && b.timestamp
-    ? h('a', { href: `#/audit?${new URLSearchParams({ from: b.timestamp, to: b.timestamp, event: b.id })}` }, `event #${b.seq}`)
+  // The link shows the log at the broken event's millisecond (its timestamp is cut to milliseconds, so the next one
+  // is included), the event opened.
+  const at = b.timestamp ? Date.parse(b.timestamp.replace(/([+-]\d\d)(\d\d)$/, '$1:$2')) : NaN;
+  const where = b.id && !Number.isNaN(at)
+    ? h('a', { id: 'audit-broken', href: `#/audit?${new URLSearchParams({ from: new Date(at).toISOString(), to: new Date(at + 1).toISOString(), event: b.id })}` }, `event #${b.seq}`)
     : `event #${b.seq}${b.sandboxName ? '' : ' (of another sandbox)'}`;
   result.replaceChildren(h('span', { className: 'error', role: 'alert' }, 'The chain is broken at ', where, `: ${b.reason}. ${b.detail}`));
 }
