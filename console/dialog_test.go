@@ -137,3 +137,15 @@ func (b *bundle) updates(t *testing.T, id string) int {
 	require.NoError(t, err)
 	return n
 }
+
+// testRetentionDialogOfARecordDataset opens loyalty-members, a record dataset without a TTL yet, read only: keep
+// forever is its value, and the chart says what that deletes.
+func testRetentionDialogOfARecordDataset(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, catalog.ScopeDatasetsRead))
+	b.openDialog(ctx, t, "loyalty-members")
+	require.True(t, eval[bool](ctx, t, `document.querySelector('#ttl-adobe_lakeHouse-forever').checked`), "no TTL is keep forever")
+	require.Contains(t, text(ctx, t, "#ttl-adobe_lakeHouse-limits"), "Minimum 1 day, maximum 10 years, default Keep forever")
+	require.Contains(t, text(ctx, t, "#chart-summary"), "keep forever deletes")
+	checkAccessibility(ctx, t, "retention dialog, record dataset")
+}

@@ -59,6 +59,7 @@ func TestConsole(t *testing.T) {
 		"Runs": testRuns, "RunsReadOnlyWithoutRunScope": testRunsReadOnly,
 		"Holds": testHolds, "HoldsReadOnlyWithoutHoldScope": testHoldsReadOnly,
 		"AuditChainBroken": testAuditChainBroken,
+		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
