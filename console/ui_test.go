@@ -58,7 +58,7 @@ func TestConsole(t *testing.T) {
 		"RetentionDialogReadOnlyWithoutManageScope": testRetentionDialogReadOnly,
 		"Runs": testRuns, "RunsReadOnlyWithoutRunScope": testRunsReadOnly,
 		"Holds": testHolds, "HoldsReadOnlyWithoutHoldScope": testHoldsReadOnly,
-		"AuditChainBroken": testAuditChainBroken,
+		"AuditChainBroken":                testAuditChainBroken,
 		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
 	} {
 		t.Run(name, func(t *testing.T) {
