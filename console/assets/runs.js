@@ -137,6 +137,7 @@ async function runView(main, id) {
   const names = new Map();
   main.replaceChildren(h('p', { className: 'loading' }, 'Loading the run…'));
   let first = true;
+  let last = '';
   for (;;) {
     const resp = await api(`/retention/runs/${encodeURIComponent(id)}`);
     if (location.hash !== hash) return;
@@ -147,7 +148,10 @@ async function runView(main, id) {
     }
     await datasetNames(resp.data, names);
     if (location.hash !== hash) return;
-    drawRun(main, resp.data, names);
+    // Drawn again only when the run moved: main is a live region, so a redraw is read out, and it moves focus.
+    const seen = JSON.stringify(resp.data);
+    if (seen !== last) drawRun(main, resp.data, names);
+    last = seen;
     if (first) { main.focus(); first = false; }
     if (finished.includes(resp.data.status)) return;
     await new Promise((resolve) => { setTimeout(resolve, pollMs); });
