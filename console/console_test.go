@@ -18,6 +18,7 @@ import (
 	"github.com/acme/retention/console"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/demo"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -32,6 +33,24 @@ type bundle struct {
 	datasets *postgres.DatasetService
 	org      string
 	ids      map[string]string // demo dataset ids by name
+	runGate  *gatedSweep
+}
+
+// gatedSweep is the real sweep, whose runs wait until the gate opens (open is closed), so that a test sees a run
+// under way before it ends.
+type gatedSweep struct {
+	jobs.Sweeper
+	open chan struct{}
+}
+
+// RunPart waits for the gate, then does the run's own part.
+func (g *gatedSweep) RunPart(ctx context.Context, plan *catalog.Plan) (catalog.RunPart, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return catalog.RunPart{}, ctx.Err()
+	}
+	return g.Sweeper.RunPart(ctx, plan)
 }
 
 // testNow is the service's clock in the tests: the demo rows span the two years before it.
@@ -48,8 +67,12 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
-	// The jobs work, as in retentiond: a run started in the browser is carried out for real.
-	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{Work: true})
+	// The jobs work, as in retentiond: a run started in the browser is carried out for real, once the runs part
+	// has seen it under way and opens the gate.
+	sweep, err := postgres.NewSweeper(db, postgres.SweepConfig{}, nil)
+	require.NoError(t, err)
+	gate := &gatedSweep{Sweeper: sweep, open: make(chan struct{})}
+	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{Work: true, Sweeper: gate})
 	next := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Rows: postgres.NewRowService(db, 0), Runs: runs,
@@ -62,7 +85,7 @@ func setup(t *testing.T) *bundle {
 	})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	b := &bundle{url: srv.URL, db: db, datasets: datasets, org: demo.Orgs[0], ids: map[string]string{}}
+	b := &bundle{url: srv.URL, db: db, datasets: datasets, org: demo.Orgs[0], ids: map[string]string{}, runGate: gate}
 	for _, ds := range loaded {
 		b.ids[ds.Name] = ds.ID
 	}

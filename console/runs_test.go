@@ -32,6 +32,10 @@ func testRuns(t *testing.T, b *bundle) {
 		waitText(ctx, t, "#run-chosen", "Chosen: app-sessions.")
 		require.True(t, eval[bool](ctx, t, `document.querySelector('#run-dry').checked`), "a dry run unless unchecked")
 		run(ctx, t, chromedp.Click(`#run-start`), chromedp.WaitVisible(`#run-progress`))
+		waitText(ctx, t, "#run-progress-text", "(updated every second)")
+		require.Contains(t, text(ctx, t, "#run-progress-text"), "0 of ", "under way: nothing done yet")
+		checkAccessibility(ctx, t, "run detail, under way")
+		close(b.runGate.open) // the run's part may start: the page, polling, follows it to its end
 		waitText(ctx, t, "#run-progress-text", "succeeded.")
 		require.Contains(t, text(ctx, t, "#run-progress-text"), "1 of 1 datasets")
 		part := fmt.Sprintf(`#run-parts tr[data-id=%q]`, b.ids["app-sessions"])
