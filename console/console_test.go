@@ -18,8 +18,8 @@ import (
 	"github.com/acme/retention/console"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/demo"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
