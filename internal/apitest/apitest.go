@@ -18,6 +18,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,7 @@ func Handler(t testing.TB, next http.Handler, opts ...Option) http.Handler {
 func (v *validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The router matches the path as sent, percent-encoding and all, as the service does.
 	route, params, routeErr := v.router.FindRoute(r)
+	decodeOnce(params)
 	body := &teeBody{ReadCloser: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
@@ -145,7 +147,7 @@ func (v *validator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resInput := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: reqInput, Status: rec.status, Header: rec.Header(),
-		Body: io.NopCloser(bytes.NewReader(rec.body.Bytes())),
+		Body:    io.NopCloser(bytes.NewReader(rec.body.Bytes())),
 		Options: options(),
 	}
 	resInput.Options.IncludeResponseStatus = true
@@ -226,3 +228,13 @@ func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// decodeOnce decodes the path parameters the router matched percent-encoded, as the service does (checkParams), so
+// that the document's patterns judge the value the service sees.
+func decodeOnce(params map[string]string) {
+	for k, v := range params {
+		if d, err := url.PathUnescape(v); err == nil {
+			params[k] = d
+		}
+	}
+}
