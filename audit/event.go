@@ -15,12 +15,18 @@ const (
 	ActionUpdate = "Update" // a dataset's settings changed (PATCH)
 	ActionDelete = "Delete" // a dataset was deleted, or a single row of it
 	ActionExpire = "Expire" // a retention run removed expired rows
+	ActionCancel = "Cancel" // a dataset expiration was cancelled, by a user or because its dataset was deleted first
+	// ActionExecute records a dataset expiration that came due and deleted its dataset.
+	ActionExecute = "Execute"
 )
 
 // Asset types.
 const (
-	AssetDataset  = "Dataset"
-	AssetAuditLog = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
+	AssetDataset = "Dataset"
+	// AssetDatasetExpiration is a dataset's scheduled deletion (Data Hygiene /ttl): created, updated, cancelled,
+	// executed.
+	AssetDatasetExpiration = "DatasetExpiration"
+	AssetAuditLog          = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
 )
 
 // Statuses, as Adobe's enhanced (execution) events name them.

@@ -87,7 +87,10 @@ type Dataset struct {
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
 	Metrics       *Metrics                // the lake store's size; nil when not computed
-	Version       int                     // bumped on every change; shown as the semver "1.0.<Version>"
+	// PendingExpiry is the expiry of the dataset's pending expiration (a scheduled deletion), nil when it has none;
+	// the Catalog shows it as the tag adobe/hygiene/ttl, as Adobe's does.
+	PendingExpiry *time.Time
+	Version       int // bumped on every change; shown as the semver "1.0.<Version>"
 	Created       time.Time
 	Updated       time.Time
 	CreatedUser   string

@@ -45,6 +45,9 @@ type testBundle struct {
 // testNextRun is when the test server says the next scheduled run is due.
 var testNextRun = time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
 
+// testExpirationQuota is the org's quota of pending dataset expirations in the tests: small, so reaching it is cheap.
+const testExpirationQuota = 5
+
 // testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.
 const testChunkRows = 50
 
@@ -66,7 +69,7 @@ func setup(t testing.TB) *testBundle {
 	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{})
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
-		Preview: postgres.NewPreviewService(db, retention.Period{}),
+		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
 		NextRun: func(catalog.Store) *time.Time { t := testNextRun; return &t },
 		Ready:   db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.

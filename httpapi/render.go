@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -37,12 +39,28 @@ type classificationDoc struct {
 
 func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
 	return datasetDoc{
-		Name: ds.Name, Description: ds.Description, ImsOrg: ds.Org, SandboxName: ds.Sandbox, Tags: ds.Tags,
+		Name: ds.Name, Description: ds.Description, ImsOrg: ds.Org, SandboxName: ds.Sandbox, Tags: datasetTags(ds),
 		Classification: classificationDoc{string(ds.Classification.DataBehavior), string(ds.Classification.ManagedBy)},
 		SchemaRef:      ds.SchemaRef, Extensions: extensions, Version: ds.VersionString(),
 		Created: catalog.EpochMillis(ds.Created), Updated: catalog.EpochMillis(ds.Updated),
 		CreatedClient: ds.CreatedClient, CreatedUser: ds.CreatedUser, UpdatedUser: ds.UpdatedUser,
 	}
+}
+
+// expirationTag is the tag under which Adobe's Catalog shows a dataset's pending expiration: its expiry in epoch
+// milliseconds, as a string.
+const expirationTag = "adobe/hygiene/ttl"
+
+// datasetTags are the dataset's tags with, while it has a pending expiration, the expirationTag; the stored tags
+// are left as they are, so a PATCH never writes the service's tag back.
+func datasetTags(ds *catalog.Dataset) map[string][]string {
+	if ds.PendingExpiry == nil {
+		return ds.Tags
+	}
+	tags := make(map[string][]string, len(ds.Tags)+1)
+	maps.Copy(tags, ds.Tags)
+	tags[expirationTag] = []string{strconv.FormatInt(catalog.EpochMillis(*ds.PendingExpiry), 10)}
+	return tags
 }
 
 // datasetExtensions merges the extension keys the caller stored with the service's own rowExpiration of each store,

@@ -32,6 +32,9 @@ type Config struct {
 	Preview  catalog.PreviewService
 	// Audit serves the Audit Query API (/audit/events, /audit/export, /audit/verify); nil leaves those routes out.
 	Audit audit.Service
+	// Expirations serves Adobe's Data Hygiene dataset expirations (/data/core/hygiene/ttl, /quota); nil leaves
+	// those routes out.
+	Expirations catalog.ExpirationService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun  func(store catalog.Store) *time.Time
 	Auth     *Authenticator
@@ -61,11 +64,13 @@ type Server struct {
 	runs     catalog.RunService
 	preview  catalog.PreviewService
 	audit    audit.Service
-	nextRun  func(store catalog.Store) *time.Time
-	auth     *Authenticator
-	logger   *slog.Logger
-	ready    func(ctx context.Context) error
-	metrics  *httpMetrics
+	// expirations serves the Data Hygiene routes (hygiene.go).
+	expirations catalog.ExpirationService
+	nextRun     func(store catalog.Store) *time.Time
+	auth        *Authenticator
+	logger      *slog.Logger
+	ready       func(ctx context.Context) error
+	metrics     *httpMetrics
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
@@ -77,7 +82,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
@@ -100,6 +105,9 @@ func New(cfg Config) *Server {
 		s.routes(e.Group(prefix, s.authenticate, s.checkParams))
 	}
 	s.registerAudit(e)
+	if s.expirations != nil {
+		s.hygieneRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
+	}
 	return s
 }
 

@@ -193,6 +193,9 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
 			return err
 		}
+		if err := attachPendingExpiries(ctx, tx, []*catalog.Dataset{ds}); err != nil {
+			return err
+		}
 		return s.db.attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
 	})
 	return ds, err
@@ -211,6 +214,9 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 		return nil, fmt.Errorf("list datasets: %w", err)
 	}
 	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
+		return nil, err
+	}
+	if err := attachPendingExpiries(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
 	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
@@ -364,14 +370,21 @@ func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, i
 		if err != nil {
 			return err
 		}
-		if ds.Classification.ManagedBy == catalog.System {
-			return catalog.Errorf(catalog.EFORBIDDEN, "dataset %s is managed by the SYSTEM and cannot be deleted", id)
-		}
-		if _, err := tx.Exec(ctx, softDeleteDataset, id, now, c.User); err != nil {
-			return fmt.Errorf("delete dataset %s: %w", id, err)
-		}
-		return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionDelete, now, map[string]any{}))
+		return deleteDataset(ctx, tx, c, ds, now, map[string]any{})
 	})
+}
+
+// deleteDataset hides ds at once and writes its Delete event with details, inside tx: the one path of a dataset's
+// deletion, for DELETE /dataSets/{id} and for an expiration come due. Its rows are left to the next retention run,
+// which removes the rows of deleted datasets. A SYSTEM dataset is refused with EFORBIDDEN.
+func deleteDataset(ctx context.Context, tx pgx.Tx, c *catalog.Caller, ds *catalog.Dataset, now time.Time, details map[string]any) error {
+	if ds.Classification.ManagedBy == catalog.System {
+		return catalog.Errorf(catalog.EFORBIDDEN, "dataset %s is managed by the SYSTEM and cannot be deleted", ds.ID)
+	}
+	if _, err := tx.Exec(ctx, softDeleteDataset, ds.ID, now, c.User); err != nil {
+		return fmt.Errorf("delete dataset %s: %w", ds.ID, err)
+	}
+	return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionDelete, now, details))
 }
 
 const updateDataset = `

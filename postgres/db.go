@@ -143,6 +143,15 @@ type PoolOptions struct {
 // and one for health checks, so that no amount of requests can take the connections the others need: a bulkhead
 // between them, where one shared pool let stalled requests starve retention runs and /readyz.
 func OpenPool(ctx context.Context, url string, logger *slog.Logger, opts PoolOptions) (*DB, error) {
+	cfg, err := poolConfig(url, opts)
+	if err != nil {
+		return nil, err
+	}
+	return openWithConfig(ctx, cfg, logger)
+}
+
+// poolConfig is the pool configuration of OpenPool: the sessions' settings every connection of the service needs.
+func poolConfig(url string, opts PoolOptions) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
@@ -166,6 +175,11 @@ func OpenPool(ctx context.Context, url string, logger *slog.Logger, opts PoolOpt
 		// costs more than it saves (docs/storage.md, "Figures behind code choices"). DATABASE_URL may turn it on.
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	return cfg, nil
+}
+
+// openWithConfig connects a pool with cfg and wraps it as a DB on the system clock.
+func openWithConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger) (*DB, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)

@@ -106,3 +106,18 @@ func MustSweeper(db *DB, cfg SweepConfig) *Sweeper {
 	}
 	return w
 }
+
+// OpenTraced is Open with every statement of the pool's connections reported to tracer (which may also implement
+// pgx.CopyFromTracer): the sessions' settings are the service's.
+func OpenTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*DB, error) {
+	cfg, err := poolConfig(url, PoolOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.Tracer = tracer
+	return openWithConfig(ctx, cfg, nil)
+}
+
+// PartitionSizesSQL is the statement that measures partitions for the datasets' storageSize: it sums the counters
+// of every dataset in a partition.
+const PartitionSizesSQL = partitionSizes

@@ -286,8 +286,10 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if err != nil || none {
 			return err
 		}
+		// The outer dataset_id test is what the inner select already guarantees on one server; it keeps the
+		// statement confined to the dataset where ctids are per shard (docs/scaling.md).
 		query := fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
+    DELETE FROM %s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
     RETURNING dataset_id, setting_id)`+countGone, table, table, cond, len(args)+1)
 		g, err := collectRemoved(tx.Query(ctx, query, append(args, limit)...))
 		if err != nil {

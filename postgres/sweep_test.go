@@ -29,7 +29,12 @@ type sweepBundle struct {
 
 func setupSweep(t *testing.T) *sweepBundle {
 	t.Helper()
-	db := testdb.NewDB(t)
+	return setupSweepOn(t, testdb.NewDB(t))
+}
+
+// setupSweepOn is setupSweep on a database the caller opened.
+func setupSweepOn(t *testing.T, db *postgres.DB) *sweepBundle {
+	t.Helper()
 	b := &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
 		policies: postgres.NewPolicyService(db), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
 		caller: &catalog.Caller{User: "t", ClientID: "t", Org: "ORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}}

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/acme/retention/jobs"
 )
@@ -45,6 +46,10 @@ type Config struct {
 	AuditPurge func(ctx context.Context) error
 	// AuditPurgeInterval is the time between audit purges. Default a day.
 	AuditPurgeInterval time.Duration
+	// Expirations, when set, carries out dataset expirations: a periodic job queues the due ones, one job each.
+	Expirations *jobs.Expirations
+	// ExpirationInterval is how often due expirations are looked for. Default 1 minute.
+	ExpirationInterval time.Duration
 	// Requests, when set, is the pool the API's calls queue runs through (Client.ForRequests), so that requests
 	// never take a connection of the jobs' pool.
 	Requests *pgxpool.Pool
@@ -58,6 +63,7 @@ func (c Config) withDefaults() Config {
 	c.TickInterval = cmp.Or(c.TickInterval, time.Minute)
 	c.ReleaseInterval = cmp.Or(c.ReleaseInterval, time.Hour)
 	c.AuditPurgeInterval = cmp.Or(c.AuditPurgeInterval, 24*time.Hour)
+	c.ExpirationInterval = cmp.Or(c.ExpirationInterval, time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,7 +93,10 @@ type Client struct {
 	work *jobs.Service
 }
 
-var _ jobs.Queue = (*Client)(nil)
+var (
+	_ jobs.Queue           = (*Client)(nil)
+	_ jobs.ExpirationQueue = (*Client)(nil)
+)
 
 // New returns a Client on pool. Call Start to begin processing when cfg.Work is set.
 func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
@@ -99,6 +108,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	river.AddWorker(workers, &datasetWorker{c: c})
 	river.AddWorker(workers, &releaseWorker{c: c})
 	river.AddWorker(workers, &auditPurgeWorker{c: c})
+	river.AddWorker(workers, &expirationTickWorker{c: c})
+	river.AddWorker(workers, &expirationWorker{c: c})
 	rc := &river.Config{
 		Workers: workers, Logger: cfg.Logger, JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts: 10,
@@ -136,6 +147,9 @@ func periodicJobs(cfg Config) []*river.PeriodicJob {
 	jobs := []*river.PeriodicJob{every(cfg.TickInterval, tickArgs{}), every(cfg.ReleaseInterval, releaseArgs{})}
 	if cfg.AuditPurge != nil {
 		jobs = append(jobs, every(cfg.AuditPurgeInterval, auditPurgeArgs{}))
+	}
+	if cfg.Expirations != nil {
+		jobs = append(jobs, every(cfg.ExpirationInterval, expirationTickArgs{}))
 	}
 	return jobs
 }
@@ -189,6 +203,25 @@ func (q queue) EnqueueDatasets(ctx context.Context, runID string, datasetIDs, sk
 	}
 	if _, err := q.client.InsertMany(ctx, params); err != nil {
 		return fmt.Errorf("queue datasets of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// uniqueWhileOpen keeps one queued or running job per expiration, but not past its completion: an expiration whose
+// dataset was held is queued again by a later tick, and its job decides again.
+var uniqueWhileOpen = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateRetryable,
+	rivertype.JobStateScheduled,
+}}}
+
+// EnqueueExpirations implements jobs.ExpirationQueue.
+func (q queue) EnqueueExpirations(ctx context.Context, ids []string) error {
+	params := make([]river.InsertManyParams, 0, len(ids))
+	for _, id := range ids {
+		params = append(params, river.InsertManyParams{Args: expirationArgs{ExpirationID: id}, InsertOpts: uniqueWhileOpen})
+	}
+	if _, err := q.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("queue %d dataset expirations: %w", len(ids), err)
 	}
 	return nil
 }

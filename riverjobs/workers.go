@@ -110,3 +110,42 @@ func (w *auditPurgeWorker) Work(ctx context.Context, _ *river.Job[auditPurgeArgs
 func (w *auditPurgeWorker) Timeout(*river.Job[auditPurgeArgs]) time.Duration { return -1 }
 
 func attempt(n, maxAttempts int) jobs.Attempt { return jobs.Attempt{Number: n, Max: maxAttempts} }
+
+// expirationTickArgs is the periodic job that queues the due dataset expirations (jobs.Expirations.Tick).
+type expirationTickArgs struct{}
+
+// Kind implements river.JobArgs.
+func (expirationTickArgs) Kind() string { return "dataset_expiration_tick" }
+
+type expirationTickWorker struct {
+	river.WorkerDefaults[expirationTickArgs]
+	c *Client
+}
+
+func (w *expirationTickWorker) Work(ctx context.Context, _ *river.Job[expirationTickArgs]) error {
+	if w.c.cfg.Expirations == nil {
+		return nil // queued by a replica that runs expirations; this one was configured not to
+	}
+	return w.c.cfg.Expirations.Tick(ctx, w.c.queue)
+}
+
+// expirationArgs is the job of one due dataset expiration (jobs.Expirations.Execute), unique by the expiration while
+// queued or running.
+type expirationArgs struct {
+	ExpirationID string `json:"expiration_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (expirationArgs) Kind() string { return "dataset_expiration" }
+
+type expirationWorker struct {
+	river.WorkerDefaults[expirationArgs]
+	c *Client
+}
+
+func (w *expirationWorker) Work(ctx context.Context, job *river.Job[expirationArgs]) error {
+	if w.c.cfg.Expirations == nil {
+		return river.JobSnooze(w.c.cfg.ExpirationInterval) // leave it to a replica that runs expirations
+	}
+	return w.c.cfg.Expirations.Execute(ctx, job.Args.ExpirationID)
+}

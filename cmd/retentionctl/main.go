@@ -39,6 +39,8 @@ Commands:
   policy    show | set: the TTL limits of an org
   load      bulk-load NDJSON files, or generated rows, into datasets
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
+  expirations list | create -dataset ID -expiry DATE -name NAME | cancel ID: dataset expirations (scheduled
+            deletions of whole datasets), through the API (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
   dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) 
 		return runRuns(ctx, args[1:], env, out, errOut)
 	case "audit":
 		return runAudit(ctx, args[1:], env, out)
+	case "expirations":
+		return runExpirations(ctx, args[1:], env, out)
 	case "dev":
 		return runDev(ctx, args[1:], env, out)
 	case "version":

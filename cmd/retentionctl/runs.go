@@ -32,6 +32,11 @@ type apiClient struct {
 // newAPIClient reads RETENTION_URL (default http://127.0.0.1:8080) and RETENTION_TOKEN; without a token it mints one
 // for org from AUTH_HS256_SECRET, or the development secret.
 func newAPIClient(env getenv, org, sandbox string) (*apiClient, error) {
+	return newScopedAPIClient(env, org, sandbox, catalog.ScopeDatasetsRead+" "+catalog.ScopeRetentionRun+" "+catalog.ScopeAuditRead)
+}
+
+// newScopedAPIClient is newAPIClient whose minted token grants scope (space-separated scopes).
+func newScopedAPIClient(env getenv, org, sandbox, scope string) (*apiClient, error) {
 	c := &apiClient{base: strings.TrimSuffix(env("RETENTION_URL"), "/"), token: env("RETENTION_TOKEN"), org: org, sandbox: sandbox,
 		http: &http.Client{Timeout: 30 * time.Second}}
 	if c.base == "" {
@@ -46,7 +51,7 @@ func newAPIClient(env getenv, org, sandbox string) (*apiClient, error) {
 	}
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "retentionctl", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
-		Org:              org, ClientID: "retentionctl", Scope: catalog.ScopeDatasetsRead + " " + catalog.ScopeRetentionRun + " " + catalog.ScopeAuditRead,
+		Org:              org, ClientID: "retentionctl", Scope: scope,
 	})
 	c.token = token
 	return c, err

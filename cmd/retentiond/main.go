@@ -188,7 +188,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	}
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
-		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
+		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota),
+		Auth:        auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		TranslateError: postgres.TranslateError,
 		ReadTimeout:    cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, LongRequestsPerOrg: cfg.LongRequestsPerOrg,
@@ -260,7 +261,9 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 	}
 	auditRetention := &audit.Retention{Purger: postgres.NewAuditService(pools.jobs), Keep: cfg.AuditKeep, Now: pools.jobs.Now, Logger: logger}
 	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
-		RescueAfter: cfg.RescueAfter, AuditPurge: auditRetention.Purge, Requests: pools.requests.Pool, Logger: logger})
+		RescueAfter: cfg.RescueAfter, AuditPurge: auditRetention.Purge, Requests: pools.requests.Pool, Logger: logger,
+		Expirations:        jobs.NewExpirations(postgres.NewExpirationRunner(pools.jobs), logger),
+		ExpirationInterval: cfg.ExpirationInterval})
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/retention"
@@ -49,6 +50,11 @@ type Config struct {
 	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
 	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
 	AuditKeep retention.Period `json:"audit_keep"`
+	// ExpirationQuota is how many pending dataset expirations an org may have (RETENTION_EXPIRATION_QUOTA, default
+	// 20 as Adobe grants, 1 to 100,000); ExpirationInterval how often due ones are looked for
+	// (RETENTION_EXPIRATION_INTERVAL, default 1m).
+	ExpirationQuota    int           `json:"retention_expiration_quota"`
+	ExpirationInterval time.Duration `json:"retention_expiration_interval"`
 
 	// Bulkheads. Each replica opens three pools on the database, so that requests can never take the connections
 	// jobs and health checks need (see README, Limits); the defaults sum to 28, so three replicas stay well within
@@ -129,6 +135,10 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	if err == nil && cfg.AuditKeep.ComparableDays() < 30 {
 		add(fmt.Errorf("AUDIT_KEEP must be at least P30D (audit events are kept at least 30 days); got %s", cfg.AuditKeep))
 	}
+	cfg.ExpirationQuota, err = parseInt("RETENTION_EXPIRATION_QUOTA", getenv("RETENTION_EXPIRATION_QUOTA"), catalog.DefaultExpirationQuota, 1, catalog.MaxExpirationQuota)
+	add(err)
+	cfg.ExpirationInterval, err = parseDuration("RETENTION_EXPIRATION_INTERVAL", getenv("RETENTION_EXPIRATION_INTERVAL"), time.Minute)
+	add(err)
 	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
 	add(err)
 	cfg.SweepWorkers, err = parseInt("RETENTION_SWEEP_WORKERS", getenv("RETENTION_SWEEP_WORKERS"), 2, 1, 16)

@@ -1,0 +1,189 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/riverjobs"
+)
+
+// expirationReplica is a replica whose River runs dataset expirations, and its orchestration of them.
+type expirationReplica struct {
+	*replica
+	expirations *jobs.Expirations
+}
+
+func (b *testBundle) expirationReplica(t *testing.T) *expirationReplica {
+	t.Helper()
+	db := b.openDB(t)
+	exp := jobs.NewExpirations(postgres.NewExpirationRunner(db), nil)
+	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: true,
+		River: riverjobs.Config{TickInterval: time.Hour, ExpirationInterval: time.Hour, Expirations: exp}})
+	return &expirationReplica{replica: &replica{Service: svc, queue: queue}, expirations: exp}
+}
+
+// schedule creates a dataset with rows and its expiration at expiry, and returns both ids.
+func (b *testBundle) schedule(t *testing.T, name string, expiry time.Time) (datasetID, expirationID string) {
+	t.Helper()
+	datasetID = b.dataset(t, name, "P2Y")
+	e, err := postgres.NewExpirationService(b.db, 0).CreateExpiration(context.Background(), b.caller,
+		catalog.ExpirationCreate{DatasetID: datasetID, Expiry: expiry, DisplayName: "retire " + name})
+	require.NoError(t, err)
+	return datasetID, e.ID
+}
+
+// waitForExpirations waits, woken by the expiration jobs' ends, until each expiration has the status wanted.
+func waitForExpirations(t *testing.T, b *testBundle, events <-chan *river.Event, want map[string]catalog.ExpirationStatus) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc := postgres.NewExpirationService(b.db, 0)
+	for {
+		got := map[string]catalog.ExpirationStatus{}
+		for id := range want {
+			e, err := svc.FindExpiration(ctx, b.caller, id)
+			require.NoError(t, err)
+			got[id] = e.Status
+		}
+		if len(got) == len(want) && equalStatuses(got, want) {
+			return
+		}
+		select {
+		case ev := <-events:
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "an expiration job failed: %v", ev.Job.Errors)
+		case <-ctx.Done():
+			t.Fatalf("expirations are %v, want %v", got, want)
+		}
+	}
+}
+
+func equalStatuses(a, b map[string]catalog.ExpirationStatus) bool {
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *testBundle) auditCount(t *testing.T, assetID, action string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM audit_events WHERE asset_id = $1 AND action = $2`, assetID, action).Scan(&n))
+	return n
+}
+
+// TestDueExpirationsRunOnceAcrossReplicas: two replicas tick at once over three due expirations and one not yet
+// due; each due dataset is deleted once (one Delete event naming its expiration, one Execute event), the other
+// stays pending with its dataset, and the org's audit chain verifies.
+func TestDueExpirationsRunOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	start := b.clock.Now()
+	due := map[string]string{}
+	for _, name := range []string{"campaign-a", "campaign-b", "pilot"} {
+		ds, id := b.schedule(t, name, start.Add(48*time.Hour))
+		due[id] = ds
+	}
+	laterDS, later := b.schedule(t, "keep-for-now", start.Add(10*24*time.Hour))
+	b.clock.Set(start.Add(72 * time.Hour))
+
+	replicas := []*expirationReplica{b.expirationReplica(t), b.expirationReplica(t)}
+	events := jobEvents(t, []*replica{replicas[0].replica, replicas[1].replica}, "dataset_expiration")
+	for _, r := range replicas {
+		require.NoError(t, r.expirations.Tick(ctx, r.queue))
+	}
+	want := map[string]catalog.ExpirationStatus{later: catalog.ExpirationPending}
+	for id := range due {
+		want[id] = catalog.ExpirationCompleted
+	}
+	waitForExpirations(t, b, events, want)
+
+	for id, ds := range due {
+		require.Equal(t, 1, b.auditCount(t, ds, "Delete"), "dataset %s deleted once", ds)
+		require.Equal(t, 1, b.auditCount(t, id, "Execute"), "expiration %s executed once", id)
+		var named string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT details->>'expirationId' FROM audit_events WHERE asset_id = $1 AND action = 'Delete'`, ds).Scan(&named))
+		require.Equal(t, id, named)
+		_, err := b.datasets.FindDatasetByID(ctx, b.caller, ds)
+		require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err))
+		e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+		require.NoError(t, err)
+		require.NotNil(t, e.ExecutingAt)
+		require.Equal(t, start.Add(72*time.Hour), *e.CompletedAt)
+	}
+	ds, err := b.datasets.FindDatasetByID(ctx, b.caller, laterDS)
+	require.NoError(t, err)
+	require.Equal(t, start.Add(10*24*time.Hour), *ds.PendingExpiry)
+	require.Equal(t, 24, b.rowCount(t, laterDS))
+	report, err := postgres.NewAuditService(b.db).Verify(ctx, b.caller.Org)
+	require.NoError(t, err)
+	require.True(t, report.Valid, "audit chain: %+v", report)
+}
+
+// TestExpirationLeftExecutingIsFinished: a replica stopped after marking an expiration executing (its first step
+// committed, the second never ran) leaves it to the next replica, whose start-up tick finishes it, once.
+func TestExpirationLeftExecutingIsFinished(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "half-done", b.clock.Now().Add(25*time.Hour))
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	started, err := postgres.NewExpirationRunner(b.openDB(t)).StartExpiration(ctx, id)
+	require.NoError(t, err)
+	require.True(t, started)
+
+	r := b.expirationReplica(t)
+	events := jobEvents(t, []*replica{r.replica}, "dataset_expiration")
+	require.NoError(t, r.expirations.Tick(ctx, r.queue))
+	waitForExpirations(t, b, events, map[string]catalog.ExpirationStatus{id: catalog.ExpirationCompleted})
+	require.Equal(t, 1, b.auditCount(t, ds, "Delete"))
+	require.Equal(t, 1, b.auditCount(t, id, "Execute"))
+}
+
+// TestExpirationOfADatasetDeletedFirstEndsCancelled: the dataset was deleted by DELETE /dataSets/{id} before its
+// expiry; the expiration ends cancelled with that reason and its own Cancel event, and no second Delete event.
+func TestExpirationOfADatasetDeletedFirstEndsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "deleted-by-hand", b.clock.Now().Add(25*time.Hour))
+	require.NoError(t, b.datasets.DeleteDataset(ctx, b.caller, ds))
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	exp := jobs.NewExpirations(postgres.NewExpirationRunner(b.db), nil)
+	require.NoError(t, exp.Execute(ctx, id))
+	require.NoError(t, exp.Execute(ctx, id), "a repeat does nothing")
+
+	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationCancelled, e.Status)
+	require.Contains(t, e.Reason, "deleted by other means")
+	require.Equal(t, 1, b.auditCount(t, id, "Cancel"))
+	require.Equal(t, 1, b.auditCount(t, ds, "Delete"))
+}
+
+// TestExpirationNotYetDueIsLeftAlone: a job for an expiration whose expiry was moved later (or that was cancelled)
+// after it was queued does nothing.
+func TestExpirationNotYetDueIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "moved", b.clock.Now().Add(25*time.Hour))
+	exp := jobs.NewExpirations(postgres.NewExpirationRunner(b.db), nil)
+	require.NoError(t, exp.Execute(ctx, id))
+	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationPending, e.Status)
+	_, err = b.datasets.FindDatasetByID(ctx, b.caller, ds)
+	require.NoError(t, err)
+}
