@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/audit"
+	"github.com/acme/retention/catalog"
 )
 
 // loadOpenAPI loads the document GET /openapi.json serves.
@@ -35,7 +36,7 @@ var echoParam = regexp.MustCompile(`:([A-Za-z]+)`)
 // without its documentation, or documentation of a route that is gone, fails here.
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Audit: struct{ audit.Service }{}, Registry: prometheus.NewRegistry()})
+	s := New(Config{Audit: struct{ audit.Service }{}, Expirations: struct{ catalog.ExpirationService }{}, Registry: prometheus.NewRegistry()})
 	served := map[string]bool{}
 	for _, r := range s.echo.Routes() {
 		if r.Method == echoRouteNotFound {
