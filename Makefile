@@ -35,10 +35,20 @@ GOTEST := $(GO) tool gotestsum --format $(GOTESTSUM_FORMAT) --
 NEWMAN_VERSION := 6.2.2
 NEWMAN := $(TOOLS)/node/node_modules/.bin/newman
 
+# axe-core checks the web console's accessibility in its browser tests (console/); tests find it through $AXE_CORE.
+# Bump the pin deliberately: `npm view axe-core version`.
+AXE_CORE_VERSION := 4.14.1
+AXE_CORE := $(TOOLS)/node/node_modules/axe-core/axe.min.js
+
+# The console's browser tests drive Debian's Chromium (tests find it through $CHROMIUM). Only a run that includes
+# package console needs it and axe-core, so `make test PKG=./postgres/` works on a machine without them.
+CHROMIUM ?= /usr/bin/chromium
+BROWSER_TOOLS := $(if $(filter ./... ./console/ ./console ./console/...,$(PKG)),tools-chromium tools-axe)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run stop build image test proptest tools-newman tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
+.PHONY: help run stop build image test proptest tools-newman tools-axe tools-chromium tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -67,12 +77,12 @@ image: ## build the Docker image retention-local:dev, stamped with the version a
 # Without TEST_DATABASE_URL the tests get a throwaway PostgreSQL cluster from
 # pgrun, started before and removed after `go test`; with it they use that
 # database as is.
-test: tools-newman ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+test: tools-newman $(BROWSER_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
 	@echo "make test: compiling with -race, then one line per package as it finishes (all of them: about 7 minutes on 2 cores; a first run compiles for a few minutes more)"
 ifeq ($(strip $(TEST_DATABASE_URL)),)
-	NEWMAN=$(NEWMAN) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 $(TESTFLAGS) $(PKG)
 else
-	NEWMAN=$(NEWMAN) $(GOTEST) -race -count=1 $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) $(GOTEST) -race -count=1 $(TESTFLAGS) $(PKG)
 endif
 
 # The expiry rule's property test (postgres/expiry_test.go) on 1,000 generated scenarios, where make test plays 50;
@@ -88,6 +98,27 @@ tools-newman: ## install the pinned newman (Postman CLI, for the API tests) into
 		echo "installing newman@$(NEWMAN_VERSION) into $(TOOLS)/node"; \
 		mkdir -p $(TOOLS)/node; \
 		npm install --prefix $(TOOLS)/node --no-audit --no-fund --no-update-notifier --loglevel=error newman@$(NEWMAN_VERSION); \
+	fi
+
+tools-axe: ## install the pinned axe-core (accessibility checks of the console's browser tests) into .tools/node
+	@installed=$$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' $(TOOLS)/node/node_modules/axe-core/package.json 2>/dev/null | head -n1 || true); \
+	if [ ! -f "$(AXE_CORE)" ] || [ "$$installed" != "$(AXE_CORE_VERSION)" ]; then \
+		echo "installing axe-core@$(AXE_CORE_VERSION) into $(TOOLS)/node"; \
+		mkdir -p $(TOOLS)/node; \
+		npm install --prefix $(TOOLS)/node --no-audit --no-fund --no-update-notifier --loglevel=error axe-core@$(AXE_CORE_VERSION); \
+	fi
+
+# Debian's packages, as root (CI runs as root); anyone else is told the command, and the tests are not run: a
+# browser test skipped for want of a browser would pass for one that ran.
+tools-chromium: ## install Debian's chromium and chromium-driver for the console's browser tests (as root)
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing chromium and chromium-driver (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else \
+			echo "the console's browser tests need Chromium: run  sudo apt-get install -y chromium chromium-driver  (or set CHROMIUM=/path/to/chromium)" >&2; \
+			exit 1; \
+		fi; \
 	fi
 
 tools-golangci-lint: ## install the pinned golangci-lint into .tools/bin

@@ -11,11 +11,13 @@ import (
 
 // Actions an event records.
 const (
-	ActionCreate = "Create" // a dataset was created
-	ActionUpdate = "Update" // a dataset's settings changed (PATCH)
-	ActionDelete = "Delete" // a dataset was deleted, or a single row of it
-	ActionExpire = "Expire" // a retention run removed expired rows
-	ActionCancel = "Cancel" // a dataset expiration was cancelled, by a user or because its dataset was deleted first
+	ActionCreate  = "Create"  // a dataset was created
+	ActionUpdate  = "Update"  // a dataset's settings changed (PATCH)
+	ActionDelete  = "Delete"  // a dataset was deleted, or a single row of it
+	ActionExpire  = "Expire"  // a retention run removed expired rows
+	ActionHold    = "Hold"    // a legal hold was placed on a dataset
+	ActionRelease = "Release" // a legal hold on a dataset was released
+	ActionCancel  = "Cancel"  // a dataset expiration was cancelled, by a user or because its dataset was deleted first
 	// ActionExecute records a dataset expiration that came due and deleted its dataset.
 	ActionExecute = "Execute"
 )

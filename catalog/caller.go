@@ -8,6 +8,9 @@ const (
 	ScopeDatasetsManage = "datasets.manage"
 	ScopeAuditRead      = "audit.read"
 	ScopeRetentionRun   = "retention.run"
+	// ScopeRetentionHold places and releases legal holds and reads the expired rows a hold keeps. No other scope
+	// implies it, datasets.manage included: stopping deletion is a compliance decision, not a dataset setting.
+	ScopeRetentionHold = "retention.hold"
 )
 
 // DefaultSandbox is the sandbox of a request that names none, as the seed's own PATCH requests do.

@@ -122,24 +122,21 @@ func parseClassification(raw any) (Classification, error) {
 	return c, nil
 }
 
-// NewDataset builds the dataset a create request describes, with each store of a time-series dataset starting at
-// its policy's defaultValue (valueStatus default, setBy service).
+// NewDataset builds the dataset a create request describes, with each store starting at its policy's defaultValue
+// (valueStatus default, setBy service): null for records under the built-in limits.
 func NewDataset(create DatasetCreate, limits map[PolicyKey]Limits, c *Caller, id string, now time.Time) *Dataset {
 	ds := &Dataset{
 		ID: id, Org: c.Org, Sandbox: c.Sandbox, Name: create.Name, Description: create.Description,
 		Tags: create.Tags, Classification: create.Classification, SchemaRef: create.SchemaRef,
 		Created: now, Updated: now, CreatedUser: c.User, UpdatedUser: c.User, CreatedClient: c.ClientID,
-		RowExpiration: map[Store]RowExpiration{},
+		RowExpiration: map[Store]RowExpiration{}, RowOverrides: OverridesAllowed,
 	}
 	if ds.Tags == nil {
 		ds.Tags = map[string][]string{}
 	}
-	if !ds.IsTimeSeries() {
-		return ds
-	}
 	for _, store := range Stores {
-		def := limits[PolicyKey{store, create.Classification.ManagedBy}].Default
-		ds.RowExpiration[store] = RowExpiration{TTL: &def, ValueStatus: ValueDefault, SetBy: SetByService, Updated: now}
+		def := limits[ds.PolicyKey(store)].DefaultTTL()
+		ds.RowExpiration[store] = RowExpiration{TTL: def, ValueStatus: ValueDefault, SetBy: SetByService, Updated: now}
 	}
 	return ds
 }

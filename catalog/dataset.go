@@ -13,8 +13,8 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-// DataBehavior tells how a dataset's rows behave: time-series rows carry an event time and can expire; record rows
-// describe entities and have no row expiration.
+// DataBehavior tells how a dataset's rows behave: time-series rows are events, each with its event time, which their
+// TTL counts from; record rows describe entities, each with its _id, and their TTL counts from their last write.
 type DataBehavior string
 
 // The data behaviors of Adobe's Catalog.
@@ -56,6 +56,20 @@ const (
 	SetByUser    = "user"
 )
 
+// RowOverrides is a dataset's switch for per-row expiry, as Fauna's document_ttls: whether its events may carry
+// their own expiry (_expiresAt, _ttl). Refusing them changes no row already stored: those keep their own expiry,
+// and the dataset's TTL applies to every row either way.
+type RowOverrides string
+
+// The values of the rowOverrides switch.
+const (
+	OverridesAllowed RowOverrides = "allowed" // the default: lines may carry _expiresAt or _ttl
+	OverridesRefused RowOverrides = "refused" // a line carrying either is refused with its line number
+)
+
+// Valid reports whether o is one of the switch's values.
+func (o RowOverrides) Valid() bool { return o == OverridesAllowed || o == OverridesRefused }
+
 // Classification is a dataset's data behavior and owner; neither changes after creation.
 type Classification struct {
 	DataBehavior DataBehavior
@@ -86,7 +100,9 @@ type Dataset struct {
 	// kept as sent and shown back merged with the service's own.
 	Extensions    map[string]any
 	RowExpiration map[Store]RowExpiration // empty for record datasets
+	RowOverrides  RowOverrides            // whether its events may carry their own expiry
 	Metrics       *Metrics                // the lake store's size; nil when not computed
+	ActiveHolds   int                     // legal holds placed and not yet released; while any is, no row is removed
 	// PendingExpiry is the expiry of the dataset's pending expiration (a scheduled deletion), nil when it has none;
 	// the Catalog shows it as the tag adobe/hygiene/ttl, as Adobe's does.
 	PendingExpiry *time.Time
@@ -127,8 +143,22 @@ func (p *Precondition) Check(ds *Dataset) error {
 		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", p.Asked, current, ds.ID)}
 }
 
-// IsTimeSeries reports whether row expiration applies to the dataset.
+// IsTimeSeries reports whether the dataset's rows are events with an event time, as opposed to records.
 func (d *Dataset) IsTimeSeries() bool { return d.Classification.DataBehavior == TimeSeries }
+
+// Clock returns what the dataset's TTLs count from: the event time of a time-series row, the last write of a
+// record.
+func (d *Dataset) Clock() retention.Clock {
+	if d.IsTimeSeries() {
+		return retention.EventTime
+	}
+	return retention.LastWrite
+}
+
+// PolicyKey returns the key of the limits that apply to one store of the dataset.
+func (d *Dataset) PolicyKey(store Store) PolicyKey {
+	return PolicyKey{Store: store, ManagedBy: d.Classification.ManagedBy, Records: !d.IsTimeSeries()}
+}
 
 // ProfileEnabled reports whether the dataset's rows are also kept in the profile store: its tags hold
 // unifiedProfile: ["enabled:true"], as in Adobe's Catalog.
@@ -178,13 +208,17 @@ type DatasetCreate struct {
 
 // DatasetFilter selects and orders the datasets of one org and sandbox.
 type DatasetFilter struct {
-	Names      []string // any of these names; empty = all
-	NotNames   []string // none of these names
-	Tags       []TagFilter
-	OrderBy    []Order
-	Offset     int
-	Limit      int
-	IncludeAll bool // list without limit, for internal callers
+	Names    []string // any of these names; empty = all
+	NotNames []string // none of these names
+	// NameContains keeps the datasets whose name contains it, ignoring case; empty = all. It is a literal
+	// substring, never a pattern, so no input can make the match expensive.
+	NameContains string
+	Tags         []TagFilter
+	Held         *bool // only datasets with (true) or without (false) an active legal hold; nil = either
+	OrderBy      []Order
+	Offset       int
+	Limit        int
+	IncludeAll   bool // list without limit, for internal callers
 }
 
 // TagFilter matches datasets having tag Name with a value matching Value; Value may contain the wildcard "*".
@@ -195,7 +229,7 @@ type TagFilter struct {
 
 // Order sorts by one of the orderable fields.
 type Order struct {
-	Field string // "name", "created" or "updated"
+	Field string // "name", "created", "updated", "classification.dataBehavior" or "classification.managedBy"
 	Desc  bool
 }
 
@@ -210,13 +244,13 @@ type DatasetService interface {
 	// FindDatasets returns the datasets matching the filter, in its order.
 	FindDatasets(ctx context.Context, c *Caller, filter DatasetFilter) ([]*Dataset, error)
 	// DeleteDataset hides the dataset at once and leaves its rows to background removal, writing a Delete audit
-	// event. Returns ENOTFOUND, or EFORBIDDEN for a SYSTEM dataset.
+	// event. Returns ENOTFOUND, EFORBIDDEN for a SYSTEM dataset, or ECONFLICT (type "dataset-held") naming the
+	// active legal hold of a held dataset.
 	DeleteDataset(ctx context.Context, c *Caller, id string) error
 	// PatchDataset deep-merges the patch into the dataset under the rules of ApplyPatch, writing an Update audit
 	// event in the same transaction. The dataset's version must meet ifMatch (Precondition.Check; nil asks
 	// nothing), checked under the lock the change holds, else EPRECONDITION and nothing changes.
 	PatchDataset(ctx context.Context, c *Caller, id string, patch *Patch, ifMatch *Precondition) (*Dataset, error)
-	// TTLLimits returns the dataset and the policy limits of each of its stores. Returns EINVALID for a record
-	// dataset, since row expiration applies only to time-series datasets.
+	// TTLLimits returns the dataset and the policy limits of each of its stores, those of its data behavior.
 	TTLLimits(ctx context.Context, c *Caller, id string) (*Dataset, map[Store]Limits, error)
 }

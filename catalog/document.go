@@ -23,9 +23,13 @@ func (r RowExpiration) Document() map[string]any {
 	return doc
 }
 
-// Document returns the limits in the shape of GET /ttl/{id}: defaultValue, maxValue (null = no maximum), minValue.
+// Document returns the limits in the shape of GET /ttl/{id}: defaultValue (null for records that start without a
+// TTL), maxValue (null = no maximum), minValue.
 func (l Limits) Document() map[string]any {
-	doc := map[string]any{"defaultValue": l.Default.String(), "minValue": l.Min.String(), "maxValue": nil}
+	doc := map[string]any{"defaultValue": nil, "minValue": l.Min.String(), "maxValue": nil}
+	if d := l.DefaultTTL(); d != nil {
+		doc["defaultValue"] = d.String()
+	}
 	if l.Max != nil {
 		doc["maxValue"] = l.Max.String()
 	}
@@ -33,14 +37,24 @@ func (l Limits) Document() map[string]any {
 }
 
 // AuditDetails returns the change as the details of an Update audit event: for each store touched, its
-// rowExpiration before and after.
+// rowExpiration before and after; the rowOverrides switch and the name before and after, when they changed.
 func (c *Change) AuditDetails() map[string]any {
-	if c == nil || len(c.RowExpiration) == 0 {
-		return map[string]any{}
+	details := map[string]any{}
+	if c == nil {
+		return details
 	}
-	stores := map[string]any{}
-	for store, ch := range c.RowExpiration {
-		stores[string(store)] = map[string]any{"before": ch.Before.Document(), "after": ch.After.Document()}
+	if len(c.RowExpiration) > 0 {
+		stores := map[string]any{}
+		for store, ch := range c.RowExpiration {
+			stores[string(store)] = map[string]any{"before": ch.Before.Document(), "after": ch.After.Document()}
+		}
+		details["rowExpiration"] = stores
 	}
-	return map[string]any{"rowExpiration": stores}
+	if c.RowOverrides != nil {
+		details["rowOverrides"] = map[string]any{"before": string(c.RowOverrides.Before), "after": string(c.RowOverrides.After)}
+	}
+	if c.Name != nil {
+		details["name"] = map[string]any{"before": c.Name.Before, "after": c.Name.After}
+	}
+	return details
 }

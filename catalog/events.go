@@ -83,6 +83,7 @@ func (r *EventReader) Next() bool {
 	r.ev = Event{Line: raw.line, Err: raw.refused}
 	if raw.refused == nil {
 		r.ev.Row, r.ev.Err = r.rules.ParseRow(raw.data)
+		r.ev.Row.Line = raw.line
 	}
 	return true
 }

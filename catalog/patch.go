@@ -10,9 +10,12 @@ import (
 	"github.com/acme/retention/retention"
 )
 
-// Patch is a validated body of PATCH /v2/dataSets/{id}: only the fields a caller may write, each already checked
-// for type and grammar. Limits and cross-store rules need the dataset, so ApplyPatch checks those.
+// Patch is a validated body of PATCH /v2/dataSets/{id} (ParsePatch), or of the Catalog v1 PATCH and PUT
+// /dataSets/{id} (ParsePatchV1, ParsePut): only the fields a caller may write, each already checked for type and
+// grammar. Limits and cross-store rules need the dataset, so ApplyPatch checks those, whichever route sent it.
 type Patch struct {
+	// Name renames the dataset; nil leaves it. Only v1 sets it: v2 refuses name as Adobe's v2 body has none.
+	Name           *string
 	SetDescription bool
 	Description    *string // nil with SetDescription clears the description
 	// Tags replaces the values of each named tag whole; a nil slice (JSON null) removes the tag.
@@ -21,10 +24,17 @@ type Patch struct {
 	TTL map[Store]*retention.Period
 	// Extensions is deep-merged into the dataset's extension keys that the service does not own.
 	Extensions map[string]any
+	// ReplaceTags and ReplaceExtensions make Tags and Extensions replace the dataset's tags and extension keys
+	// whole, as v1 writes a top-level attribute, instead of merging into them as v2 does. Row expiration settings
+	// are never replaced: only the fields sent in a rowExpiration object change.
+	ReplaceTags, ReplaceExtensions bool
+	// RowOverrides sets the dataset's switch for per-row expiry; nil leaves it.
+	RowOverrides *RowOverrides
 }
 
 // serviceOwned are fields a caller may read but never write; naming them says why the PATCH was refused.
 var serviceOwned = map[string]string{
+	"id":            "it is the dataset's address, given by the service",
 	"name":          "the dataset name cannot be changed",
 	"imsOrg":        "the org of a dataset cannot be changed",
 	"sandboxName":   "the sandbox of a dataset cannot be changed",
@@ -38,7 +48,7 @@ var serviceOwned = map[string]string{
 	"schemaRef":     "the schema of a dataset cannot be changed",
 }
 
-// rowExpirationOwned are the rowExpiration fields the service sets; only ttlValue is writable.
+// rowExpirationOwned are the rowExpiration fields the service sets; only ttlValue and rowOverrides are writable.
 var rowExpirationOwned = []string{
 	"valueStatus", "setBy", "updated", "lastCompleted", "nextRun", "defaultValue", "minValue", "maxValue",
 }
@@ -58,6 +68,9 @@ func ParsePatch(body map[string]any) (*Patch, error) {
 	return p, nil
 }
 
+// v2Writable names what PATCH /v2/dataSets/{id} writes, for the message refusing anything else.
+const v2Writable = "description, tags, extensions.<store>.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.rowOverrides and extension keys"
+
 func (p *Patch) parseTop(key string, value any) error {
 	switch key {
 	case "description":
@@ -66,23 +79,29 @@ func (p *Patch) parseTop(key string, value any) error {
 		return p.parseTags(value)
 	case "extensions":
 		return p.parseExtensions(value)
-	case "classification":
-		return readOnlyClassification(value)
 	}
-	if why, ok := serviceOwned[key]; ok {
-		return Invalid("read-only-field", key, "%s may not be set by PATCH: %s", key, why)
-	}
-	return Invalid("unknown-field", key,
-		"%s is not a dataset field that PATCH can set; writable fields are description, tags, extensions.<store>.rowExpiration.ttlValue and extension keys", key)
+	return refuseField("PATCH", key, value, v2Writable)
 }
 
-func readOnlyClassification(value any) error {
+// refuseField is the EINVALID error for a top-level field that method does not write: read-only (classification
+// and the service's fields, each with why) or unknown, the message listing what it writes.
+func refuseField(method, key string, value any, writable string) error {
+	if key == "classification" {
+		return readOnlyClassification(method, value)
+	}
+	if why, ok := serviceOwned[key]; ok {
+		return Invalid("read-only-field", key, "%s may not be set by %s: %s", key, method, why)
+	}
+	return Invalid("unknown-field", key, "%s is not a dataset field that %s can set; writable fields are %s", key, method, writable)
+}
+
+func readOnlyClassification(method string, value any) error {
 	obj, ok := value.(map[string]any)
 	if !ok || len(obj) == 0 {
-		return Invalid("read-only-field", "classification", "classification may not be set by PATCH: it is fixed when the dataset is created")
+		return Invalid("read-only-field", "classification", "classification may not be set by %s: it is fixed when the dataset is created", method)
 	}
 	field := "classification." + slices.Sorted(maps.Keys(obj))[0]
-	return Invalid("read-only-field", field, "%s may not be set by PATCH: it is fixed when the dataset is created", field)
+	return Invalid("read-only-field", field, "%s may not be set by %s: it is fixed when the dataset is created", field, method)
 }
 
 func (p *Patch) parseDescription(value any) error {
@@ -199,17 +218,24 @@ func (p *Patch) parseRowExpiration(store Store, value any) error {
 		return Invalid("invalid-type", field, "%s must be an object, got %s", field, jsonType(value))
 	}
 	for _, key := range slices.Sorted(maps.Keys(obj)) {
-		if key == "ttlValue" {
-			continue
-		}
-		if slices.Contains(rowExpirationOwned, key) {
+		switch {
+		case key == "ttlValue":
+		case key == "rowOverrides":
+			if err := p.parseRowOverrides(store, field+".rowOverrides", obj[key]); err != nil {
+				return err
+			}
+		case slices.Contains(rowExpirationOwned, key):
 			return Invalid("read-only-field", field+"."+key, "%s.%s may not be set by PATCH: it is set by the service", field, key)
+		default:
+			return Invalid("unknown-field", field+"."+key, "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, key)
 		}
-		return Invalid("unknown-field", field+"."+key, "%s.%s is not a rowExpiration field; only ttlValue can be set", field, key)
 	}
 	raw, ok := obj["ttlValue"]
+	if _, switched := obj["rowOverrides"]; !ok && switched {
+		return nil
+	}
 	if !ok {
-		return Invalid("missing-field", field+".ttlValue", "%s.ttlValue is required", field)
+		return Invalid("missing-field", field+".ttlValue", "%s.ttlValue is required unless rowOverrides is sent", field)
 	}
 	ttl, err := ParseTTLValue(field+".ttlValue", raw)
 	if err != nil {
@@ -220,6 +246,21 @@ func (p *Patch) parseRowExpiration(store Store, value any) error {
 	}
 	p.TTL[store] = ttl
 	return nil
+}
+
+// parseRowOverrides reads the dataset's switch for per-row expiry. It is the dataset's, not a store's: it governs
+// the lines an ingestion accepts, whichever stores keep them, so it is written on the lake store alone.
+func (p *Patch) parseRowOverrides(store Store, field string, raw any) error {
+	if store != LakeHouse {
+		return Invalid("invalid-field", field,
+			"%s cannot be set: rowOverrides governs every line ingested into the dataset; set extensions.adobe_lakeHouse.rowExpiration.rowOverrides", field)
+	}
+	s, _ := raw.(string)
+	if v := RowOverrides(s); v.Valid() {
+		p.RowOverrides = &v
+		return nil
+	}
+	return Invalid("invalid-field", field, "%s must be \"allowed\" or \"refused\", got %s %s", field, jsonType(raw), compact(raw))
 }
 
 // ParseTTLValue validates a decoded JSON ttlValue: an ISO-8601 period string under the grammar of
@@ -239,9 +280,22 @@ func ParseTTLValue(field string, raw any) (*retention.Period, error) {
 		"%s must be an ISO-8601 period string such as \"P3M\" or null, got %s %s", field, jsonType(raw), compact(raw))
 }
 
-// Change records what a patch did to each store's row expiration, for the audit event.
+// Change records what a patch did to each store's row expiration, the rowOverrides switch and the name, for the
+// audit event.
 type Change struct {
 	RowExpiration map[Store]RowExpirationChange
+	RowOverrides  *RowOverridesChange // nil when the switch did not move
+	Name          *NameChange         // nil when the name did not change
+}
+
+// RowOverridesChange is the rowOverrides switch before and after a patch.
+type RowOverridesChange struct {
+	Before, After RowOverrides
+}
+
+// NameChange is a dataset's name before and after a v1 PATCH or PUT.
+type NameChange struct {
+	Before, After string
 }
 
 // RowExpirationChange is a store's setting before and after a patch.
@@ -251,23 +305,17 @@ type RowExpirationChange struct {
 }
 
 // ApplyPatch returns the dataset with the patch applied, and what changed, without modifying ds. It enforces the
-// rules that need the dataset: row expiration only on time-series datasets, each TTL within its store's limits, and
+// rules that need the dataset: each TTL within its store's limits (those of its data behavior), and
 // the cross-store rule that a profile copy never outlives its source (a null TTL counts as the longest). A lake TTL
 // shortened below the current profile TTL lowers the profile TTL to the same value in the same change.
 func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, now time.Time) (*Dataset, *Change, error) {
-	if len(p.TTL) > 0 && !ds.IsTimeSeries() {
-		return nil, nil, ErrNotTimeSeries(ds)
-	}
 	next := ds.clone()
-	if p.SetDescription {
-		next.Description = p.Description
-	}
-	applyTags(next, p.Tags)
-	next.Extensions = DeepMerge(next.Extensions, p.Extensions)
+	p.applyAttributes(next)
 	change, err := applyTTL(next, p.TTL, limits, now)
 	if err != nil {
 		return nil, nil, err
 	}
+	change.noteAttributes(ds, next)
 	if err := checkPatchedSize(ds, next, p); err != nil {
 		return nil, nil, err
 	}
@@ -296,10 +344,35 @@ func checkPatchedSize(before, after *Dataset, p *Patch) error {
 	return checkDocumentSize(documentParts(after.Description, after.Tags, after.Extensions, after.SchemaRef), written, was)
 }
 
-// ErrNotTimeSeries is the EINVALID error for a row-expiration request on a dataset that is not time-series.
-func ErrNotTimeSeries(ds *Dataset) error {
-	return Invalid("not-time-series", "classification.dataBehavior",
-		"row expiration applies only to time-series datasets; dataset %s is a %s dataset", ds.ID, ds.Classification.DataBehavior)
+// applyAttributes writes the patch's top-level attributes into next: merged into the dataset's, or replacing them.
+func (p *Patch) applyAttributes(next *Dataset) {
+	if p.Name != nil {
+		next.Name = *p.Name
+	}
+	if p.SetDescription {
+		next.Description = p.Description
+	}
+	if p.ReplaceTags {
+		next.Tags = map[string][]string{}
+	}
+	applyTags(next, p.Tags)
+	if p.ReplaceExtensions {
+		next.Extensions = nil
+	}
+	next.Extensions = DeepMerge(next.Extensions, p.Extensions)
+	if p.RowOverrides != nil {
+		next.RowOverrides = *p.RowOverrides
+	}
+}
+
+// noteAttributes records the changes of the name and the rowOverrides switch from before to after.
+func (c *Change) noteAttributes(before, after *Dataset) {
+	if before.Name != after.Name {
+		c.Name = &NameChange{Before: before.Name, After: after.Name}
+	}
+	if before.RowOverrides != after.RowOverrides {
+		c.RowOverrides = &RowOverridesChange{Before: before.RowOverrides, After: after.RowOverrides}
+	}
 }
 
 func applyTags(ds *Dataset, tags map[string][]string) {
@@ -329,7 +402,7 @@ func applyTTL(ds *Dataset, ttl map[Store]*retention.Period, limits map[PolicyKey
 	}
 	for store, period := range ttl {
 		field := ttlField(store)
-		if err := limits[PolicyKey{store, ds.Classification.ManagedBy}].CheckTTL(field, period, ds.Classification.ManagedBy); err != nil {
+		if err := limits[ds.PolicyKey(store)].CheckTTL(field, period, ds.Classification.ManagedBy); err != nil {
 			return nil, err
 		}
 		want[store] = period
@@ -362,7 +435,7 @@ func crossStore(ds *Dataset, asked, want map[Store]*retention.Period, limits map
 			periodString(profile), periodString(lake))
 	}
 	// Only the lake was shortened: lower the profile with it, as the seed's own example does.
-	if err := limits[PolicyKey{Profile, ds.Classification.ManagedBy}].CheckTTL(ttlField(Profile), lake, ds.Classification.ManagedBy); err != nil {
+	if err := limits[ds.PolicyKey(Profile)].CheckTTL(ttlField(Profile), lake, ds.Classification.ManagedBy); err != nil {
 		return err
 	}
 	want[Profile] = lake

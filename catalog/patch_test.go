@@ -221,8 +221,13 @@ func TestParsePatchRefuses(t *testing.T) {
 		{"Metrics", `{"extensions": {"adobe_unifiedProfile": {"metrics": {}}}}`, "read-only-field", "extensions.adobe_unifiedProfile.metrics", "the service keeps it"},
 		{"RowExpirationType", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": "P3M"}}}`, "invalid-type", re, "must be an object, got a string"},
 		{"RowExpirationOwned", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"ttlValue": "P3M", "valueStatus": "custom"}}}}`, "read-only-field", re + ".valueStatus", "set by the service"},
-		{"RowExpirationUnknown", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"ttl": "P3M"}}}}`, "unknown-field", re + ".ttl", "only ttlValue can be set"},
+		{"RowExpirationUnknown", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"ttl": "P3M"}}}}`, "unknown-field", re + ".ttl", "only ttlValue and rowOverrides can be set"},
 		{"TTLMissing", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {}}}}`, "missing-field", re + ".ttlValue", "ttlValue is required"},
+		{"RowOverridesValue", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"rowOverrides": "off"}}}}`, "invalid-field", re + ".rowOverrides", `must be "allowed" or "refused", got a string off`},
+		{"RowOverridesType", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"rowOverrides": false}}}}`, "invalid-field", re + ".rowOverrides", "got a boolean"},
+		{"RowOverridesNull", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"rowOverrides": null}}}}`, "invalid-field", re + ".rowOverrides", "got null"},
+		{"RowOverridesOnProfile", `{"extensions": {"adobe_unifiedProfile": {"rowExpiration": {"rowOverrides": "refused"}}}}`, "invalid-field", "extensions.adobe_unifiedProfile.rowExpiration.rowOverrides", "set extensions.adobe_lakeHouse.rowExpiration.rowOverrides"},
+		{"ID", `{"id": "0123456789abcdef01234567"}`, "read-only-field", "id", "given by the service"},
 		{"TTLFraction", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"ttlValue": "P1.5M"}}}}`, "invalid-ttl", re + ".ttlValue", `"P1.5M": fractions are not allowed`},
 		{"TTLNumber", `{"extensions": {"adobe_lakeHouse": {"rowExpiration": {"ttlValue": 30}}}}`, "invalid-ttl", re + ".ttlValue", "got a number 30"},
 		{"TTLProfileTime", `{"extensions": {"adobe_unifiedProfile": {"rowExpiration": {"ttlValue": "PT1H"}}}}`, "invalid-ttl", "extensions.adobe_unifiedProfile.rowExpiration.ttlValue", "time parts"},
@@ -396,22 +401,20 @@ func TestApplyPatch(t *testing.T) {
 		require.Contains(t, ce.Message, "above maxValue P90D")
 	})
 
-	t.Run("RecordDatasetRefused", func(t *testing.T) {
+	t.Run("RecordDatasetTakesTheRecordLimits", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.ds.Classification.DataBehavior = catalog.Record
-		b.ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
-		_, _, err := b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P3M"}))
-		ce := requireInvalid(t, err, "not-time-series", "classification.dataBehavior")
-		require.Contains(t, ce.Message, b.ds.ID)
-		require.Contains(t, ce.Message, "record")
-
-		// Other fields of a record dataset stay writable.
-		description := "members"
-		next, _, err := b.apply(t, &catalog.Patch{SetDescription: true, Description: &description})
+		b.ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{catalog.LakeHouse: {}, catalog.Profile: {}}
+		// P1D is below the time-series lake minimum (P30D) but the record minimum itself.
+		next, change, err := b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P1D"}))
 		require.NoError(t, err)
-		require.Equal(t, "members", *next.Description)
-		require.Empty(t, next.RowExpiration)
+		require.Equal(t, "P1D", next.RowExpiration[catalog.LakeHouse].TTL.String())
+		require.Contains(t, change.RowExpiration, catalog.LakeHouse)
+
+		_, _, err = b.apply(t, ttlPatch(t, map[catalog.Store]string{catalog.LakeHouse: "P11Y"}))
+		ce := requireInvalid(t, err, "ttl-out-of-range", lakeField)
+		require.Contains(t, ce.Message, "above maxValue P10Y")
 	})
 
 	t.Run("BumpsVersionAndRecordsEditor", func(t *testing.T) {

@@ -123,10 +123,28 @@ func TestLimitsValidate(t *testing.T) {
 
 	t.Run("BuiltinLimitsAreConsistent", func(t *testing.T) {
 		t.Parallel()
-		require.Len(t, catalog.BuiltinLimits, len(catalog.Stores)*2, "one entry per store and owner")
+		require.Len(t, catalog.BuiltinLimits, len(catalog.Stores)*2*2, "one entry per store, owner and data behavior")
 		for key, limits := range catalog.BuiltinLimits {
-			require.NoError(t, limits.Validate(), "%v", key)
+			require.NoError(t, limits.Validate(key), "%v", key)
 		}
+	})
+
+	t.Run("RecordLimitsDefaultToNull", func(t *testing.T) {
+		t.Parallel()
+		for _, store := range catalog.Stores {
+			l := catalog.BuiltinLimits[catalog.PolicyKey{Store: store, ManagedBy: catalog.Customer, Records: true}]
+			require.Nil(t, l.DefaultTTL(), "records do not expire until a TTL is set")
+			require.Equal(t, "P1D", l.Min.String())
+			require.Equal(t, "P10Y", l.Max.String())
+		}
+	})
+
+	t.Run("NullDefaultOnlyForRecords", func(t *testing.T) {
+		t.Parallel()
+		l := catalog.Limits{Min: mustParse(t, "P1D")}
+		require.NoError(t, l.Validate(catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer, Records: true}))
+		ce := requireInvalid(t, l.Validate(catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer}), "invalid-policy", "defaultValue")
+		require.Contains(t, ce.Message, "only record datasets")
 	})
 
 	period := func(t *testing.T, s string) *retention.Period {
@@ -147,7 +165,7 @@ func TestLimitsValidate(t *testing.T) {
 		{"DefaultEqualsMax", "P30D", "P1Y", "P12M", "", ""},
 		{"NoMaximum", "P30D", "", "P100Y", "", ""},
 		{"MissingMin", "", "P1Y", "P6M", "minValue", "required"},
-		{"MissingDefault", "P30D", "P1Y", "", "minValue", "required"},
+		{"MissingDefault", "P30D", "P1Y", "", "defaultValue", "required"},
 		{"DefaultBelowMin", "P60D", "", "P59D", "defaultValue", "defaultValue P59D must not be below minValue P60D"},
 		{"DefaultWeeksBelowMin", "P30D", "", "P4W", "defaultValue", "defaultValue P4W must not be below minValue P30D"},
 		{"DefaultAboveMax", "P30D", "P1Y", "P361D", "defaultValue", "defaultValue P361D must not be above maxValue P1Y"},
@@ -163,7 +181,7 @@ func TestLimitsValidate(t *testing.T) {
 				l.Default = *period(t, tc.d)
 			}
 			l.Max = period(t, tc.maxV)
-			err := l.Validate()
+			err := l.Validate(catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer})
 			if tc.field == "" {
 				require.NoError(t, err)
 				return

@@ -19,20 +19,26 @@ const MaxRowIDLength = 256
 // Row is one event row of a dataset, as stored.
 type Row struct {
 	ID         string
-	Timestamp  time.Time
+	Timestamp  time.Time // the clock start (Dataset.Clock): the event time, or a record's last write
 	IngestedAt time.Time
 	OwnExpiry  *time.Time // the row's own expiry, overriding the dataset's TTL
 	Never      bool       // _ttl: -1
 	Payload    []byte     // the event's other fields, as a JSON object
 	// Expiry is the row's expiry under the store's current TTL; nil when it has none (TTL null or _ttl -1).
 	Expiry *time.Time
+	// Expired says the row is expired and only awaits its run (or a hold's release): read only with
+	// RowFilter.IncludeExpired.
+	Expired bool
 }
 
 // RowInput is a validated event line, ready to be stored.
 type RowInput struct {
+	// Line is where the event was in its body (Event.Line), 0 for rows not read from one: a chunk that finds the
+	// dataset's rules changed under it refuses the line by it.
+	Line        int
 	ID          string
-	ClientID    bool // the _id came from the client, so an existing row with it must be replaced
-	Timestamp   time.Time
+	ClientID    bool       // the _id came from the client, so an existing row with it must be replaced
+	Timestamp   time.Time  // the clock start (Dataset.Clock): the event time, or a record's write (its IngestedAt)
 	IngestedAt  *time.Time // an operator's import may keep the original ingestion time; nil means now
 	OwnExpiry   *time.Time
 	Never       bool
@@ -82,16 +88,16 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 		return in, err
 	}
 	var err error
-	if in.Timestamp, err = rc.parseTimestamp(obj); err != nil {
+	if in.IngestedAt, err = rc.parseIngestedAt(obj); err != nil {
 		return in, err
 	}
-	if in.ID, in.ClientID, err = parseRowID(obj); err != nil {
+	if in.Timestamp, err = rc.parseClock(obj, &in); err != nil {
+		return in, err
+	}
+	if in.ID, in.ClientID, err = rc.parseRowID(obj); err != nil {
 		return in, err
 	}
 	if err := rc.parseOverride(obj, &in); err != nil {
-		return in, err
-	}
-	if in.IngestedAt, err = rc.parseIngestedAt(obj); err != nil {
 		return in, err
 	}
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
@@ -114,13 +120,31 @@ func rowErr(field, format string, args ...any) *Error {
 // timestampRange keeps event times where monthly placement and calendar arithmetic stay well defined.
 var timestampRange = [2]time.Time{time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)}
 
+// parseClock returns the time the row's TTL counts from (retention.Clock): the event's timestamp in a time-series
+// dataset; in a record dataset, the row's write, which the service sets: the ingestion time the row is stored with,
+// which parseClock fixes in the row so that its _ttl counts from the same instant. A write is dated when its
+// ingestion begins (Now), as Postgres dates a transaction's writes by its start.
+func (rc RowContext) parseClock(obj map[string]any, in *RowInput) (time.Time, error) {
+	if rc.Dataset.IsTimeSeries() {
+		return rc.parseTimestamp(obj)
+	}
+	if _, ok := obj["timestamp"]; ok {
+		return time.Time{}, rowErr("timestamp", "timestamp is set by the service in a record dataset: it is the row's last write, which its TTL counts from; send the record's own times under other field names")
+	}
+	if in.IngestedAt == nil && !rc.Now.IsZero() {
+		now := rc.Now.UTC()
+		in.IngestedAt = &now
+	}
+	if in.IngestedAt == nil {
+		return time.Time{}, nil // no time of ingestion given: the writer dates the row when it stores it
+	}
+	return rc.Dataset.Clock().Start(time.Time{}, *in.IngestedAt), nil
+}
+
 func (rc RowContext) parseTimestamp(obj map[string]any) (time.Time, error) {
 	raw, ok := obj["timestamp"]
 	if !ok || raw == nil {
-		if rc.Dataset.IsTimeSeries() {
-			return time.Time{}, rowErr("timestamp", "timestamp is required in a time-series dataset (an RFC 3339 time such as 2026-01-31T12:00:00Z)")
-		}
-		return time.Time{}, nil
+		return time.Time{}, rowErr("timestamp", "timestamp is required in a time-series dataset (an RFC 3339 time such as 2026-01-31T12:00:00Z)")
 	}
 	t, err := parseTime("timestamp", raw)
 	if err != nil {
@@ -157,8 +181,13 @@ func timeRangeErr(field, s string) error {
 	return rowErr(field, "%s %s must lie between 1900 and 9000", field, s)
 }
 
-func parseRowID(obj map[string]any) (string, bool, error) {
+// parseRowID returns the row's _id, and whether the client sent it. A record is the latest write of its _id, so a
+// record dataset requires one; an event without one gets a generated id.
+func (rc RowContext) parseRowID(obj map[string]any) (string, bool, error) {
 	raw, ok := obj["_id"]
+	if (!ok || raw == nil) && !rc.Dataset.IsTimeSeries() {
+		return "", false, rowErr("_id", "_id is required in a record dataset: a record is the latest write of its _id, and its TTL counts from that write")
+	}
 	if !ok || raw == nil {
 		return uuid.Must(uuid.NewV7()).String(), false, nil
 	}
@@ -178,8 +207,12 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 	if !hasExpiresAt && !hasTTL {
 		return nil
 	}
-	if !rc.Dataset.IsTimeSeries() {
-		return rowErr("_ttl", "row expiry overrides apply only to time-series datasets")
+	if rc.Dataset.RowOverrides == OverridesRefused {
+		field := "_ttl"
+		if hasExpiresAt {
+			field = "_expiresAt"
+		}
+		return ErrOverridesRefused(rc.Dataset.ID, field)
 	}
 	if hasExpiresAt {
 		t, err := parseTime("_expiresAt", expiresAt)
@@ -209,16 +242,27 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 	return rc.checkOverride("_ttl", in.Timestamp, t)
 }
 
-// checkOverride keeps a row's own expiry, counted from its timestamp, within the lake store's limits.
+// ErrOverridesRefused is the EINVALID error refusing a line of dataset id that carries its own expiry (field,
+// _expiresAt or _ttl) while the dataset's rowOverrides switch is refused.
+func ErrOverridesRefused(id, field string) error {
+	return rowErr(field, "%s: dataset %s refuses per-row expiry (extensions.adobe_lakeHouse.rowExpiration.rowOverrides is \"refused\"); "+
+		"send the event without _expiresAt and _ttl, and the dataset's ttlValue applies to it", field, id)
+}
+
+// checkOverride keeps a row's own expiry, counted from its clock start, within the lake store's limits.
 func (rc RowContext) checkOverride(field string, ts, expiry time.Time) error {
+	clock := "timestamp"
+	if rc.Dataset.Clock() == retention.LastWrite {
+		clock = "the row's write"
+	}
 	if lowest := rc.Lake.Min.AddTo(ts); expiry.Before(lowest) {
-		return rowErr(field, "%s: the row's expiry %s is earlier than timestamp + minValue %s (%s)",
-			field, expiry.Format(time.RFC3339), rc.Lake.Min, lowest.Format(time.RFC3339))
+		return rowErr(field, "%s: the row's expiry %s is earlier than %s + minValue %s (%s)",
+			field, expiry.Format(time.RFC3339), clock, rc.Lake.Min, lowest.Format(time.RFC3339))
 	}
 	if rc.Lake.Max != nil {
 		if highest := rc.Lake.Max.AddTo(ts); expiry.After(highest) {
-			return rowErr(field, "%s: the row's expiry %s is later than timestamp + maxValue %s (%s)",
-				field, expiry.Format(time.RFC3339), *rc.Lake.Max, highest.Format(time.RFC3339))
+			return rowErr(field, "%s: the row's expiry %s is later than %s + maxValue %s (%s)",
+				field, expiry.Format(time.RFC3339), clock, *rc.Lake.Max, highest.Format(time.RFC3339))
 		}
 	}
 	return nil
@@ -275,6 +319,9 @@ type RowFilter struct {
 	// always holds at least one row. It keeps the memory of one read bounded however large the rows are; zero
 	// leaves pages to Limit alone.
 	MaxBytes int
+	// IncludeExpired reads the expired rows a run has not removed yet too, each marked Expired: what a legal hold
+	// keeps, for a caller with ScopeRetentionHold (the API checks the scope).
+	IncludeExpired bool
 }
 
 // RowPage is a page of rows. Cut says that MaxBytes ended it before Limit rows: more rows follow.

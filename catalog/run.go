@@ -14,6 +14,8 @@ const (
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
 	StatusPartial   = "partial" // some datasets failed, others succeeded
+	// StatusHeld ends a dataset's part of a run that removed nothing of it because it is under a legal hold.
+	StatusHeld = "held"
 )
 
 // Triggers of a run.

@@ -213,7 +213,7 @@ func TestParseRowRefusesUnstorableValues(t *testing.T) {
 		{"InvalidUTF8ID", "{\"_id\":\"\xff\"}", "_id holds bytes that are not UTF-8"},
 		{"LoneSurrogateID", `{"_id":"\ud800"}`, `_id holds \ud800`},
 		{"InvalidUTF8Deep", "{\"a\":[{\"b\":\"\xfe\"}]}", "a[0].b holds bytes that are not UTF-8"},
-		{"ExpandsPastTheBound", `{"n":[` + strings.Repeat(`1e999,`, catalog.MaxRowPayloadBytes/1000) + `1]}`, "an event keeps at most"},
+		{"ExpandsPastTheBound", `{"_id":"a","n":[` + strings.Repeat(`1e999,`, catalog.MaxRowPayloadBytes/1000) + `1]}`, "an event keeps at most"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

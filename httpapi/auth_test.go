@@ -62,6 +62,8 @@ func TestScopes(t *testing.T) {
 		{method: http.MethodPost, path: "/dataSets", body: map[string]any{"name": "x"}, headers: readOnly},
 		{method: http.MethodDelete, path: "/dataSets/" + id, headers: readOnly},
 		{method: http.MethodPatch, path: "/v2/dataSets/" + id, body: map[string]any{"description": "x"}, headers: readOnly},
+		{method: http.MethodPatch, path: "/dataSets/" + id, body: map[string]any{"description": "x"}, headers: readOnly},
+		{method: http.MethodPut, path: "/dataSets/" + id, body: map[string]any{"name": "x"}, headers: readOnly},
 	} {
 		resp := b.do(t, req)
 		require.Equal(t, http.StatusForbidden, resp.status, req.method)
@@ -97,6 +99,8 @@ func TestTenancyIsolation(t *testing.T) {
 			{method: http.MethodGet, path: "/ttl/" + id},
 			{method: http.MethodDelete, path: "/dataSets/" + id},
 			{method: http.MethodPatch, path: "/v2/dataSets/" + id, body: map[string]any{"description": "pwned"}},
+			{method: http.MethodPatch, path: "/dataSets/" + id, body: map[string]any{"description": "pwned"}},
+			{method: http.MethodPut, path: "/dataSets/" + id, body: map[string]any{"name": "pwned"}},
 		} {
 			req.headers = caller.headers
 			resp := caller.b.do(t, req)

@@ -116,10 +116,81 @@ func parseDatasetFilter(c echo.Context) (catalog.DatasetFilter, error) {
 		return f, err
 	}
 	parseNameFilter(c.QueryParam("name"), &f)
+	if err = parsePropertyFilter(c.QueryParams()["property"], &f); err != nil {
+		return f, err
+	}
 	if f.Tags, err = parseTagFilter(c.QueryParam("tags")); err != nil {
 		return f, err
 	}
 	return f, nil
+}
+
+// orderable are the fields orderBy accepts.
+var orderable = map[string]bool{
+	"name": true, "created": true, "updated": true, "classification.dataBehavior": true, "classification.managedBy": true,
+}
+
+// maxNameFilterBytes bounds property=name~text: no name is longer (catalog's name bound), so a longer text matches
+// nothing and is refused instead.
+const maxNameFilterBytes = 256
+
+// The held filters of the inventory: property=holds.active>0 lists the datasets with an active legal hold,
+// property=holds.active==0 those without.
+const (
+	propertyHeld    = "holds.active>0"
+	propertyNotHeld = "holds.active==0"
+)
+
+// propertyFilters names the property= expressions a dataset listing supports, for the message refusing the others.
+const propertyFilters = "name~text (the name contains text, ignoring case), " + propertyHeld + " or " + propertyNotHeld
+
+// parsePropertyFilter reads Adobe's property= expressions into f. Adobe's Catalog documents property as a filter
+// without naming its grammar; this service takes three terms and refuses any other rather than ignoring a filter the
+// caller relies on. Adobe reads ~ as a regular expression; a literal substring is what a search box needs and costs
+// nothing a tenant could abuse.
+func parsePropertyFilter(terms []string, f *catalog.DatasetFilter) error {
+	for _, term := range terms {
+		if text, ok := strings.CutPrefix(term, "name~"); ok {
+			if err := parseNameContains(text, f); err != nil {
+				return err
+			}
+			continue
+		}
+		var held bool
+		switch strings.ReplaceAll(term, " ", "") {
+		case "":
+			continue
+		case propertyHeld:
+			held = true
+		case propertyNotHeld:
+		default:
+			if err := catalog.CheckText("property", term); err != nil {
+				return err
+			}
+			return catalog.Invalid("invalid-parameter", "property", "property filter %q is not supported; use %s", term, propertyFilters)
+		}
+		if f.Held != nil && *f.Held != held {
+			return catalog.Invalid("invalid-parameter", "property", "property filters %s and %s exclude each other", propertyHeld, propertyNotHeld)
+		}
+		f.Held = &held
+	}
+	return nil
+}
+
+// parseNameContains reads the text of property=name~text into f.
+func parseNameContains(text string, f *catalog.DatasetFilter) error {
+	switch {
+	case len(text) > maxNameFilterBytes:
+		return catalog.Invalid("invalid-parameter", "property",
+			"property filter name~ may be at most %d bytes, got %d", maxNameFilterBytes, len(text))
+	case f.NameContains != "" && text != f.NameContains:
+		return catalog.Invalid("invalid-parameter", "property", "property filter name~ may be given once")
+	}
+	if err := catalog.CheckText("property", text); err != nil {
+		return err
+	}
+	f.NameContains = text
+	return nil
 }
 
 func parseOrderBy(v string) ([]catalog.Order, error) {
@@ -131,9 +202,10 @@ func parseOrderBy(v string) ([]catalog.Order, error) {
 		} else if field, ok := strings.CutPrefix(item, "desc:"); ok {
 			o.Field, o.Desc = field, true
 		}
-		if o.Field != "name" && o.Field != "created" && o.Field != "updated" {
+		if !orderable[o.Field] {
 			return nil, catalog.Invalid("invalid-parameter", "orderBy",
-				"orderBy field %q is not orderable; use name, created or updated, optionally prefixed asc: or desc:", o.Field)
+				"orderBy field %q is not orderable; use name, created, updated, classification.dataBehavior or "+
+					"classification.managedBy, optionally prefixed asc: or desc:", o.Field)
 		}
 		out = append(out, o)
 	}

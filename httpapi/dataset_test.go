@@ -247,6 +247,47 @@ func TestListDatasets(t *testing.T) {
 		require.Empty(t, got("name=alp"))
 	})
 
+	t.Run("NameContains", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		idA := b.createDataset(t, datasetOpts{name: "Web-Clicks"})
+		idB := b.createDataset(t, datasetOpts{name: "app-web_50%"})
+		b.createDataset(t, datasetOpts{name: "orders"})
+		got := func(q string) []string {
+			resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=name&" + q})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			return keysInOrder(t, resp.body)
+		}
+		require.Equal(t, []string{idA, idB}, got("property=name~WEB"))
+		require.Equal(t, []string{idB}, got("property=name~_50%25"), "% and _ are matched literally")
+		require.Empty(t, got("property=name~web.*s"), "the text is no pattern")
+		require.Equal(t, []string{idB}, got("property=name~web&name=app-web_50%25"))
+		for q, detail := range map[string]string{
+			"property=version>1":                        "name~text",
+			"property=name~" + strings.Repeat("a", 257): "at most 256 bytes",
+			"property=name~a&property=name~b":           "once",
+		} {
+			resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?" + q})
+			require.Equal(t, http.StatusBadRequest, resp.status, q)
+			p := resp.problem(t)
+			require.Equal(t, "property", p.Field, q)
+			require.Contains(t, p.Detail, detail, q)
+		}
+	})
+
+	t.Run("OrderByClassification", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		idSys := b.createDataset(t, datasetOpts{name: "a", managedBy: "SYSTEM"})
+		idRec := b.createDataset(t, datasetOpts{name: "b", behavior: "record"})
+		idCust := b.createDataset(t, datasetOpts{name: "c"})
+		resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=desc:classification.managedBy,name"})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		require.Equal(t, []string{idSys, idRec, idCust}, keysInOrder(t, resp.body))
+		resp = b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=classification.dataBehavior,desc:name"})
+		require.Equal(t, []string{idRec, idCust, idSys}, keysInOrder(t, resp.body))
+	})
+
 	t.Run("TagFilters", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

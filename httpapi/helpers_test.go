@@ -27,7 +27,8 @@ import (
 
 const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
 
-var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}
+var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun,
+	catalog.ScopeRetentionHold}
 
 // testBundle is a running API on its own database, with an org of its own.
 type testBundle struct {
@@ -68,7 +69,7 @@ func setup(t testing.TB) *testBundle {
 	// Runs are only queued here; the jobs package's tests run them.
 	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{})
 	b.api = httpapi.New(httpapi.Config{
-		Datasets: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
+		Datasets: postgres.NewDatasetService(db), Holds: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
 		NextRun: func(catalog.Store) *time.Time { t := testNextRun; return &t },
 		Ready:   db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,

@@ -550,6 +550,8 @@ func TestEveryRouteSurvivesHostileValues(t *testing.T) {
 		place{method: http.MethodGet, path: "/dataSets/" + id + "?properties=$V"},
 		place{method: http.MethodDelete, path: "/dataSets/$V"},
 		place{method: http.MethodPatch, path: "/v2/dataSets/$V", body: `{"description":"d"}`},
+		place{method: http.MethodPatch, path: "/dataSets/$V", body: `{"description":"d"}`},
+		place{method: http.MethodPut, path: "/dataSets/$V", body: `{"name":"n$N"}`},
 		place{method: http.MethodGet, path: "/ttl/" + id + "/preview?ttlValue=$V"},
 		place{method: http.MethodGet, path: "/ttl/" + id + "/preview?store=$V"},
 		place{method: http.MethodDelete, path: "/dataSets/" + id + "/rows/$V"},
@@ -561,8 +563,17 @@ func TestEveryRouteSurvivesHostileValues(t *testing.T) {
 		`{"extensions":{"custom":$V}}`, `{"extensions":{"custom":{"k":[1,{"deep":$V}]}}}`,
 		`{"extensions":{"adobe_lakeHouse":{"rowExpiration":{"ttlValue":$V}}}}`, `{"extensions":{"adobe_lakeHouse":{"note":$V}}}`,
 		`{"name":$V}`, `{"classification":{"managedBy":$V}}`, `{$V:1}`,
+		`{"extensions":{"adobe_lakeHouse":{"rowExpiration":{"rowOverrides":$V}}}}`,
 	} {
 		places = append(places, place{method: http.MethodPatch, path: "/v2/dataSets/" + id, body: body})
+	}
+	for _, body := range []string{
+		`{"name":$V}`, `{"name":"n$N","description":$V}`, `{"name":"n$N","tags":$V}`, `{"name":"n$N","extensions":$V}`,
+		`{"name":"n$N","extensions":{"adobe_lakeHouse":{"rowExpiration":{"ttlValue":$V,"rowOverrides":$V}}}}`, `{"name":"n$N",$V:1}`,
+	} {
+		for _, method := range []string{http.MethodPatch, http.MethodPut} {
+			places = append(places, place{method: method, path: "/dataSets/" + id, body: body})
+		}
 	}
 	for _, q := range []string{"start", "end", "limit", "store", "cursor"} {
 		places = append(places, place{method: http.MethodGet, path: "/dataSets/" + id + "/rows?" + q + "=$V"})

@@ -30,6 +30,12 @@ type datasetDoc struct {
 	CreatedClient  string              `json:"createdClient"`
 	CreatedUser    string              `json:"createdUser"`
 	UpdatedUser    string              `json:"updatedUser"`
+	Holds          holdsDoc            `json:"holds"`
+}
+
+// holdsDoc sums up a dataset's legal holds: how many are active (GET /dataSets/{id}/holds lists them).
+type holdsDoc struct {
+	Active int `json:"active"`
 }
 
 type classificationDoc struct {
@@ -44,6 +50,7 @@ func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
 		SchemaRef:      ds.SchemaRef, Extensions: extensions, Version: ds.VersionString(),
 		Created: catalog.EpochMillis(ds.Created), Updated: catalog.EpochMillis(ds.Updated),
 		CreatedClient: ds.CreatedClient, CreatedUser: ds.CreatedUser, UpdatedUser: ds.UpdatedUser,
+		Holds: holdsDoc{Active: ds.ActiveHolds},
 	}
 }
 
@@ -77,6 +84,9 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 			storeDoc = map[string]any{}
 		}
 		doc := re.Document()
+		if store == catalog.LakeHouse {
+			doc["rowOverrides"] = string(ds.RowOverrides)
+		}
 		if s.nextRun != nil {
 			if next := s.nextRun(store); next != nil {
 				doc["nextRun"] = catalog.EpochMillis(*next)
@@ -92,11 +102,16 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 	return ext
 }
 
-// limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits.
-func limitsExtensions(limits map[catalog.Store]catalog.Limits) map[string]any {
+// limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits, and beside the lake's the
+// dataset's rowOverrides switch, which says whether its rows may carry an expiry of their own within them.
+func limitsExtensions(ds *catalog.Dataset, limits map[catalog.Store]catalog.Limits) map[string]any {
 	ext := map[string]any{}
 	for _, store := range catalog.Stores {
-		ext[string(store)] = map[string]any{"rowExpiration": limits[store].Document()}
+		doc := limits[store].Document()
+		if store == catalog.LakeHouse {
+			doc["rowOverrides"] = string(ds.RowOverrides)
+		}
+		ext[string(store)] = map[string]any{"rowExpiration": doc}
 	}
 	return ext
 }

@@ -184,6 +184,9 @@ func rowDocument(r catalog.Row) (map[string]any, error) {
 	if r.Expiry != nil {
 		doc["_expiresAt"] = r.Expiry.UTC().Format(time.RFC3339Nano)
 	}
+	if r.Expired {
+		doc["_expired"] = true
+	}
 	return doc, nil
 }
 
@@ -215,6 +218,17 @@ func parseRowFilter(c echo.Context) (catalog.RowFilter, error) {
 			return f, catalog.Invalid("invalid-parameter", p.name, "%s must be an RFC 3339 time such as 2026-01-31T00:00:00Z, got %q", p.name, v)
 		}
 		*p.dst = &t
+	}
+	if v := c.QueryParam("includeExpired"); v != "" {
+		include := v == "true"
+		if !include && v != "false" {
+			return f, catalog.Invalid("invalid-parameter", "includeExpired", "includeExpired must be true or false, got %q", v)
+		}
+		if include && !caller(c).HasScope(catalog.ScopeRetentionHold) {
+			return f, &catalog.Error{Code: catalog.EFORBIDDEN, Type: "missing-scope", Field: "includeExpired",
+				Message: "includeExpired=true reads the expired rows a legal hold keeps, and needs the retention.hold scope, which the token does not grant"}
+		}
+		f.IncludeExpired = include
 	}
 	if v := c.QueryParam("cursor"); v != "" {
 		cur, err := decodeCursor(v)

@@ -9,7 +9,7 @@ import (
 )
 
 // serviceRowKeys are the fields the service adds to a row's document; they win over the event's own.
-var serviceRowKeys = [][]byte{[]byte(`"_id"`), []byte(`"timestamp"`), []byte(`"_ingestedAt"`), []byte(`"_expiresAt"`)}
+var serviceRowKeys = [][]byte{[]byte(`"_id"`), []byte(`"timestamp"`), []byte(`"_ingestedAt"`), []byte(`"_expiresAt"`), []byte(`"_expired"`)}
 
 // writeRowsPage writes a page of rows in the HAL shape of Adobe's newer APIs: {"_embedded":{"rows":[…]},
 // "_links":{…}}. Each row's payload is spliced in as Postgres printed it, beside the service's fields, rather than
@@ -67,6 +67,9 @@ func writeRow(buf *bytes.Buffer, r catalog.Row) error {
 	buf.WriteString(`","_ingestedAt":"` + r.IngestedAt.UTC().Format(time.RFC3339Nano) + `"`)
 	if r.Expiry != nil {
 		buf.WriteString(`,"_expiresAt":"` + r.Expiry.UTC().Format(time.RFC3339Nano) + `"`)
+	}
+	if r.Expired {
+		buf.WriteString(`,"_expired":true`)
 	}
 	if inner := bytes.TrimSpace(payload[1 : len(payload)-1]); len(inner) > 0 {
 		buf.WriteByte(',')

@@ -124,8 +124,12 @@ func TestSeedRequests(t *testing.T) {
 	}
 	for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
 		re := rowExpiration(t, answers[1], store)
-		require.Equal(t, map[string]any{"ttlValue": "P3M", "valueStatus": "custom", "setBy": "user", "updated": re["updated"],
-			"nextRun": float64(testNextRun.UnixMilli())}, re, store)
+		want := map[string]any{"ttlValue": "P3M", "valueStatus": "custom", "setBy": "user", "updated": re["updated"],
+			"nextRun": float64(testNextRun.UnixMilli())}
+		if store == "adobe_lakeHouse" {
+			want["rowOverrides"] = "allowed" // the dataset's switch for per-row expiry (README, "Refusing per-row expiry")
+		}
+		require.Equal(t, want, re, store)
 	}
 	require.Equal(t, "P6M", rowExpiration(t, answers[2], "adobe_lakeHouse")["ttlValue"])
 	require.Equal(t, "P3M", rowExpiration(t, answers[2], "adobe_unifiedProfile")["ttlValue"])

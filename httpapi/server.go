@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/console"
 )
 
 // adobePrefix is the base path of Adobe's Catalog Service; every route is also served under it, so an Adobe client
@@ -30,6 +31,8 @@ type Config struct {
 	Rows     catalog.RowService
 	Runs     catalog.RunService
 	Preview  catalog.PreviewService
+	// Holds serves the legal-hold routes (/dataSets/{id}/holds); nil leaves them out.
+	Holds catalog.HoldService
 	// Audit serves the Audit Query API (/audit/events, /audit/export, /audit/verify); nil leaves those routes out.
 	Audit audit.Service
 	// Expirations serves Adobe's Data Hygiene dataset expirations (/data/core/hygiene/ttl, /quota); nil leaves
@@ -63,6 +66,7 @@ type Server struct {
 	rows     catalog.RowService
 	runs     catalog.RunService
 	preview  catalog.PreviewService
+	holds    catalog.HoldService
 	audit    audit.Service
 	// expirations serves the Data Hygiene routes (hygiene.go).
 	expirations catalog.ExpirationService
@@ -82,7 +86,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
@@ -108,6 +112,7 @@ func New(cfg Config) *Server {
 	if s.expirations != nil {
 		s.hygieneRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
 	}
+	s.registerConsole(e)
 	return s
 }
 
@@ -118,10 +123,15 @@ func (s *Server) routes(g *echo.Group) {
 		g.POST("/"+name, s.createDataset, manage)
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)
+		g.PATCH("/"+name+"/:id", s.patchDatasetV1, manage)
+		g.PUT("/"+name+"/:id", s.putDataset, manage)
 		g.PATCH("/v2/"+name+"/:id", s.patchDatasetV2, manage)
 		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
 		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
+		if s.holds != nil {
+			s.holdRoutes(g, name)
+		}
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
 	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)
@@ -169,5 +179,16 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("method", c.Request().Method), slog.String("route", c.Path()),
 			slog.Int("status", c.Response().Status), slog.Duration("duration", time.Since(start)))
 		return nil
+	}
+}
+
+// registerConsole serves the web console's static client at /ui/. It carries no authentication of its own: the
+// files are public, and everything they show comes from the API, under the caller's token.
+func (s *Server) registerConsole(e *echo.Echo) {
+	files := echo.WrapHandler(console.Handler("/ui/"))
+	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	for _, path := range []string{"/ui/", "/ui/*"} {
+		e.GET(path, files)
+		e.HEAD(path, files)
 	}
 }

@@ -19,7 +19,7 @@ func (s *Server) getTTL(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, limitsExtensions(limits))}})
+	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, limitsExtensions(ds, limits))}})
 }
 
 // patchDatasetV2 answers PATCH /v2/dataSets/{id}: a deep merge of the body, answered with the updated dataset.
@@ -42,6 +42,39 @@ func (s *Server) patchDatasetV2(c echo.Context) error {
 	}
 	setETag(c, ds)
 	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
+}
+
+// patchDatasetV1 answers the Catalog v1 PATCH /dataSets/{id}: the top-level attributes sent replace the
+// dataset's (catalog.ParsePatchV1), through the same change, limits and audit event as v2.
+func (s *Server) patchDatasetV1(c echo.Context) error {
+	return s.updateDataset(c, catalog.ParsePatchV1)
+}
+
+// putDataset answers the Catalog v1 PUT /dataSets/{id}: the body replaces the dataset's writable attributes
+// (catalog.ParsePut), through the same change, limits and audit event as v2.
+func (s *Server) putDataset(c echo.Context) error { return s.updateDataset(c, catalog.ParsePut) }
+
+// updateDataset applies a v1 body read by parse and answers as Adobe's v1 Catalog does: ["@/dataSets/{id}"], with
+// the new version as ETag.
+func (s *Server) updateDataset(c echo.Context, parse func(map[string]any) (*catalog.Patch, error)) error {
+	id, err := datasetID(c)
+	if err != nil {
+		return err
+	}
+	body, err := readJSONObject(c)
+	if err != nil {
+		return err
+	}
+	patch, err := parse(body)
+	if err != nil {
+		return err
+	}
+	ds, err := s.datasets.PatchDataset(c.Request().Context(), caller(c), id, patch, parseIfMatch(c.Request().Header.Get("If-Match")))
+	if err != nil {
+		return err
+	}
+	setETag(c, ds)
+	return c.JSON(http.StatusOK, referenceList(ds.ID))
 }
 
 type previewDoc struct {

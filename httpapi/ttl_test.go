@@ -47,7 +47,7 @@ func TestNewDatasetGetsDefaultTTL(t *testing.T) {
 	}
 	record := b.createDataset(t, datasetOpts{behavior: "record"})
 	doc, _ := b.getDataset(t, record)
-	require.NotContains(t, doc["extensions"], "adobe_lakeHouse", "record datasets have no row expiration")
+	require.Nil(t, rowExpiration(t, doc, "adobe_lakeHouse")["ttlValue"], "record datasets start without a TTL")
 }
 
 func TestGetTTLLimits(t *testing.T) {
@@ -62,7 +62,7 @@ func TestGetTTLLimits(t *testing.T) {
 		doc := resp.json(t)[id].(map[string]any)
 		require.Equal(t, "limits", doc["name"])
 		require.Equal(t, map[string]any{
-			"adobe_lakeHouse":      map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P30D"}},
+			"adobe_lakeHouse":      map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P30D", "rowOverrides": "allowed"}},
 			"adobe_unifiedProfile": map[string]any{"rowExpiration": map[string]any{"defaultValue": "P12M", "maxValue": "P10Y", "minValue": "P1D"}},
 		}, doc["extensions"])
 	})
@@ -72,20 +72,8 @@ func TestGetTTLLimits(t *testing.T) {
 		b := setup(t)
 		id := b.createDataset(t, datasetOpts{managedBy: "SYSTEM"})
 		doc := b.do(t, request{method: http.MethodGet, path: "/ttl/" + id}).json(t)[id].(map[string]any)
-		require.Equal(t, map[string]any{"defaultValue": "P13M", "maxValue": "P13M", "minValue": "P30D"}, rowExpiration(t, doc, "adobe_lakeHouse"))
+		require.Equal(t, map[string]any{"defaultValue": "P13M", "maxValue": "P13M", "minValue": "P30D", "rowOverrides": "allowed"}, rowExpiration(t, doc, "adobe_lakeHouse"))
 		require.Equal(t, map[string]any{"defaultValue": "P90D", "maxValue": "P90D", "minValue": "P1D"}, rowExpiration(t, doc, "adobe_unifiedProfile"))
-	})
-
-	t.Run("RecordDatasetIs400", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		id := b.createDataset(t, datasetOpts{behavior: "record"})
-		resp := b.do(t, request{method: http.MethodGet, path: "/ttl/" + id})
-		require.Equal(t, http.StatusBadRequest, resp.status)
-		require.Contains(t, resp.problem(t).Detail, "only to time-series datasets")
-		patched := b.patch(t, id, ttlBody(map[string]any{"adobe_lakeHouse": "P3M"}), nil)
-		require.Equal(t, http.StatusBadRequest, patched.status)
-		require.Contains(t, patched.problem(t).Detail, "only to time-series datasets")
 	})
 
 	t.Run("UnknownIs404", func(t *testing.T) {

@@ -598,3 +598,62 @@ func TestRunLogsEachDataset(t *testing.T) {
 		}
 	}
 }
+
+// A record dataset's run deletes the records whose last write is older than its TTL: a re-sent _id restarted its
+// clock, so the run keeps it however old its first write, and the dry run, the preview and the Expire event count
+// the same rows.
+func TestRunExpiresRecordsByLastWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, err := b.datasets.CreateDataset(ctx, b.caller, catalog.DatasetCreate{Name: "members",
+		Classification: catalog.Classification{DataBehavior: catalog.Record, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P3M"}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(ctx, b.caller, ds.ID, patch, nil)
+	require.NoError(t, err)
+	write := func(ids []string, at time.Time) {
+		t.Helper()
+		_, err := b.rows.IngestRows(ctx, b.caller, ds.ID, func(yield func(catalog.RowInput) bool) {
+			for _, id := range ids {
+				if !yield(catalog.RowInput{ID: id, ClientID: true, IngestedAt: &at, Payload: []byte(`{}`)}) {
+					return
+				}
+			}
+		}, catalog.IngestOptions{AllowIngestedAt: true})
+		require.NoError(t, err)
+	}
+	// m01 to m24 were first written 1 to 24 months ago; m20 to m24 again yesterday.
+	for m := 1; m <= 24; m++ {
+		write([]string{fmt.Sprintf("m%02d", m)}, b.clock.Now().AddDate(0, -m, 0))
+	}
+	write([]string{"m20", "m21", "m22", "m23", "m24"}, b.clock.Now().AddDate(0, 0, -1))
+	b.clock.Set(b.clock.Now().Add(time.Hour))
+	w := b.replica(t, true, nil)
+
+	dry, err := w.StartRun(ctx, b.caller, catalog.RunRequest{DryRun: true})
+	require.NoError(t, err)
+	dry = waitForRun(t, b, []*replica{w}, dry.ID)
+	// Written 3 months ago or earlier, and not since: m03 to m19.
+	require.EqualValues(t, 17, dry.RowsDeleted)
+	preview, err := postgres.NewPreviewService(b.db, retention.Period{Days: 30}).Preview(ctx, b.caller, ds.ID, catalog.LakeHouse, nil, true)
+	require.NoError(t, err)
+	require.Equal(t, dry.RowsDeleted, preview.RowsToDelete, "the preview counts what a dry run counts")
+
+	run, err := w.StartRun(ctx, b.caller, catalog.RunRequest{})
+	require.NoError(t, err)
+	run = waitForRun(t, b, []*replica{w}, run.ID)
+	require.Equal(t, catalog.StatusSucceeded, run.Status)
+	require.EqualValues(t, 17, run.RowsDeleted)
+	var left []string
+	rows, err := b.db.Pool.Query(ctx, `SELECT row_id FROM lake_rows WHERE dataset_id = $1 ORDER BY row_id`, ds.ID)
+	require.NoError(t, err)
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"m01", "m02", "m20", "m21", "m22", "m23", "m24"}, left)
+	var counted int64
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT (details->>'rowsDeleted')::bigint FROM audit_events
+		WHERE action = 'Expire' AND asset_id = $1 AND details->>'runId' = $2`, ds.ID, run.ID).Scan(&counted))
+	require.EqualValues(t, 17, counted, "the Expire event counts the records removed")
+}

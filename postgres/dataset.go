@@ -26,18 +26,19 @@ func NewDatasetService(db *DB) *DatasetService { return &DatasetService{db: db} 
 var _ catalog.DatasetService = (*DatasetService)(nil)
 
 const datasetColumns = `d.id, d.org_id, d.sandbox_name, d.name, d.description, d.tags, d.data_behavior, d.managed_by,
-       d.schema_ref, d.extensions, d.version, d.created_at, d.updated_at, d.created_user, d.updated_user, d.created_client`
+       d.schema_ref, d.extensions, d.version, d.created_at, d.updated_at, d.created_user, d.updated_user, d.created_client,
+       d.row_overrides_switch`
 
 // scopeCondition keeps every query inside the caller's org and sandbox and away from deleted datasets.
 const scopeCondition = `d.org_id = $1 AND d.sandbox_name = $2 AND d.deleted_at IS NULL`
 
 func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
 	var ds catalog.Dataset
-	var behavior, managedBy string
+	var behavior, managedBy, overrides string
 	var schemaRef, extensions []byte
 	err := row.Scan(&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
 		&schemaRef, &extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
-		&ds.CreatedClient)
+		&ds.CreatedClient, &overrides)
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +50,7 @@ func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
 	}
 	ds.Classification = catalog.Classification{DataBehavior: catalog.DataBehavior(behavior), ManagedBy: catalog.ManagedBy(managedBy)}
 	ds.RowExpiration = map[catalog.Store]catalog.RowExpiration{}
+	ds.RowOverrides = catalog.RowOverrides(overrides)
 	return &ds, nil
 }
 
@@ -193,6 +195,9 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
 			return err
 		}
+		if err := attachHolds(ctx, tx, []*catalog.Dataset{ds}); err != nil {
+			return err
+		}
 		if err := attachPendingExpiries(ctx, tx, []*catalog.Dataset{ds}); err != nil {
 			return err
 		}
@@ -216,6 +221,9 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 	if err := attachRowExpirations(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
+	if err := attachHolds(ctx, s.db.Pool, datasets); err != nil {
+		return nil, err
+	}
 	if err := attachPendingExpiries(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
@@ -226,7 +234,10 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 }
 
 // orderColumns maps the orderable fields of the API to columns; nothing else reaches ORDER BY.
-var orderColumns = map[string]string{"name": "d.name", "created": "d.created_at", "updated": "d.updated_at"}
+var orderColumns = map[string]string{
+	"name": "d.name", "created": "d.created_at", "updated": "d.updated_at",
+	"classification.dataBehavior": "d.data_behavior", "classification.managedBy": "d.managed_by",
+}
 
 func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	args := []any{c.Org, c.Sandbox}
@@ -241,8 +252,17 @@ func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 	if len(f.NotNames) > 0 {
 		where = append(where, "d.name <> ALL("+arg(f.NotNames)+")")
 	}
+	if f.NameContains != "" {
+		// strpos, not LIKE: the text is matched literally, with no wildcard to escape.
+		where = append(where, "strpos(lower(d.name), lower("+arg(f.NameContains)+")) > 0")
+	}
 	for _, t := range f.Tags {
 		where = append(where, tagCondition(t, arg))
+	}
+	if f.Held != nil && *f.Held {
+		where = append(where, heldCondition)
+	} else if f.Held != nil {
+		where = append(where, "NOT "+heldCondition)
 	}
 	var order []string
 	for _, o := range f.OrderBy {
@@ -381,6 +401,9 @@ func deleteDataset(ctx context.Context, tx pgx.Tx, c *catalog.Caller, ds *catalo
 	if ds.Classification.ManagedBy == catalog.System {
 		return catalog.Errorf(catalog.EFORBIDDEN, "dataset %s is managed by the SYSTEM and cannot be deleted", ds.ID)
 	}
+	if err := refuseIfHeld(ctx, tx, ds.ID, "deleting the dataset"); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, softDeleteDataset, ds.ID, now, c.User); err != nil {
 		return fmt.Errorf("delete dataset %s: %w", ds.ID, err)
 	}
@@ -388,7 +411,8 @@ func deleteDataset(ctx context.Context, tx pgx.Tx, c *catalog.Caller, ds *catalo
 }
 
 const updateDataset = `
-UPDATE datasets SET description = $2, tags = $3, extensions = $4, version = $5, updated_at = $6, updated_user = $7
+UPDATE datasets SET description = $2, tags = $3, extensions = $4, version = $5, updated_at = $6, updated_user = $7,
+       name = $8, row_overrides_switch = $9
 WHERE id = $1`
 
 // PatchDataset implements catalog.DatasetService. The dataset row is locked for the transaction, so concurrent
@@ -414,9 +438,8 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, updateDataset, id, next.Description, next.Tags, nonNil(next.Extensions),
-			next.Version, next.Updated, next.UpdatedUser); err != nil {
-			return fmt.Errorf("update dataset %s: %w", id, err)
+		if err := writeDataset(ctx, tx, next); err != nil {
+			return err
 		}
 		for store, ch := range change.RowExpiration {
 			if err := writeRowExpiration(ctx, tx, id, store, ch.After); err != nil {
@@ -436,6 +459,21 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 	return next, nil
 }
 
+// writeDataset stores a patched dataset's own columns. A v1 rename to a name another live dataset of the sandbox
+// has breaks the unique index, which is the ECONFLICT it answers.
+func writeDataset(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset) error {
+	_, err := tx.Exec(ctx, updateDataset, ds.ID, ds.Description, ds.Tags, nonNil(ds.Extensions), ds.Version, ds.Updated,
+		ds.UpdatedUser, ds.Name, string(ds.RowOverrides))
+	if err == nil {
+		return nil
+	}
+	if catalog.ErrorCode(translate(err, "")) == catalog.ECONFLICT {
+		return &catalog.Error{Code: catalog.ECONFLICT, Type: "name-taken", Field: "name",
+			Message: fmt.Sprintf("a dataset named %q already exists in sandbox %s", ds.Name, ds.Sandbox)}
+	}
+	return fmt.Errorf("update dataset %s: %w", ds.ID, err)
+}
+
 // TTLLimits implements catalog.DatasetService.
 func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Dataset, _ map[catalog.Store]catalog.Limits, err error) {
 	defer outage(&err)
@@ -448,16 +486,13 @@ func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id st
 	if err != nil {
 		return nil, nil, err
 	}
-	if !ds.IsTimeSeries() {
-		return nil, nil, catalog.ErrNotTimeSeries(ds)
-	}
 	all, err := findLimits(ctx, s.db.Pool, c.Org)
 	if err != nil {
 		return nil, nil, err
 	}
 	out := map[catalog.Store]catalog.Limits{}
 	for _, store := range catalog.Stores {
-		out[store] = all[catalog.PolicyKey{Store: store, ManagedBy: ds.Classification.ManagedBy}]
+		out[store] = all[ds.PolicyKey(store)]
 	}
 	return ds, out, nil
 }

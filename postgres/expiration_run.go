@@ -99,9 +99,15 @@ func (r *ExpirationRunner) start(ctx context.Context, tx pgx.Tx, e *catalog.Expi
 	return true, saveExpiration(ctx, tx, e.Executing(serviceUser, now))
 }
 
-// heldReason tells why the dataset must not be deleted now (a legal hold on it), or "" when it may be. It is the one
-// seam for legal holds: none exist yet, so no dataset is held.
-func heldReason(context.Context, pgx.Tx, string) (string, error) { return "", nil }
+// heldReason tells why the dataset must not be deleted now (its oldest active legal hold, named), or "" when it may
+// be. The caller holds the dataset's row lock, which PlaceHold takes too, so no hold is placed before it commits.
+func heldReason(ctx context.Context, tx pgx.Tx, datasetID string) (string, error) {
+	h, err := firstActiveHold(ctx, tx, datasetID)
+	if err != nil || h == nil {
+		return "", err
+	}
+	return catalog.ErrDatasetHeld(datasetID, h, "its expiration").Message, nil
+}
 
 // keepWaiting records on a due expiration why it still waits; it stays pending, and the scheduler looks again at
 // its next tick.

@@ -18,10 +18,12 @@ import (
 // property test (expiry_test.go) holds the two equal on generated scenarios.
 //
 // The columns the rule reads:
-//   - a row r of lake_rows or profile_rows: ts (event time), ingested_at, own_expiry (_expiresAt, or timestamp +
-//     _ttl; NULL: none), never_expires (_ttl: -1), setting_id (the setting in force when it was stored) and
-//     placed_expiry, the partition key: retention.Row.Placed under that setting ('infinity' when it keeps the row
-//     forever; -infinity in the past partition, for rows expired on arrival: partition.go);
+//   - a row r of lake_rows or profile_rows: ts (the row's clock start, retention.Clock: its event time in a
+//     time-series dataset, its write, equal to ingested_at, in a record dataset; a record's write restarts its clock
+//     because a write of its _id replaces the row), ingested_at, own_expiry (_expiresAt, or ts + _ttl; NULL: none),
+//     never_expires (_ttl: -1), setting_id (the setting in force when it was stored) and placed_expiry, the
+//     partition key: retention.Row.Placed under that setting ('infinity' when it keeps the row forever; -infinity
+//     in the past partition, for rows expired on arrival: partition.go);
 //   - a setting h of ttl_settings: ttl (NULL: expiry disabled), in force from effective_from until effective_until
 //     (NULL: the setting in force), and what the settings before it could have expired (retention.Earlier):
 //     earlier_ttl_until, the latest end of one with a TTL, and earlier_expired_through, the latest event time of a
@@ -266,7 +268,7 @@ func hasOverrides(ctx context.Context, q querier, datasetID string, store catalo
 // by one (after a TTL is shortened, they can be most of the dataset). Stores with override rows get no bound.
 func readBound(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset, store catalog.Store, now time.Time) (*time.Time, error) {
 	ttl := ds.RowExpiration[store].TTL
-	if ttl == nil || !ds.IsTimeSeries() {
+	if ttl == nil {
 		return nil, nil
 	}
 	overrides, err := hasOverrides(ctx, tx, ds.ID, store)

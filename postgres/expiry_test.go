@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -27,7 +28,8 @@ import (
 // a TTL history for each (set, shortened, lengthened, disabled with null, enabled again), rows with and without
 // overrides (_expiresAt, _ttl, _ttl: -1), imported rows with their own _ingestedAt, re-sent _ids, a grace of P0D or
 // more, a deleted dataset, runs cut off after a few batches and finished by a retry, and, one scenario in five,
-// event times, TTLs and clock moves of decades and centuries.
+// event times, TTLs and clock moves of decades and centuries. One dataset in three is a record dataset, whose TTLs
+// count from each row's last write: its lines carry no timestamp, and a re-sent _id must restart its row's clock.
 //
 // make test runs the first proptestDefault seeds; PROPTEST_N sets how many (make proptest: 1,000), PROPTEST_SEED
 // runs one. A failing scenario prints its seed and the command that runs it alone.
@@ -39,7 +41,7 @@ const (
 
 // scenarioStats is what the scenarios of one run exercised, for the summary line and the coverage checks.
 type scenarioStats struct {
-	scenarios, failures, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets atomic.Int64
+	scenarios, failures, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets, records atomic.Int64
 }
 
 // TestExpiryScenarios plays the generated scenarios, each on a database of its own.
@@ -62,13 +64,14 @@ func TestExpiryScenarios(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d)",
+	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d, record datasets %d)",
 		stats.scenarios.Load(), stats.rows.Load(), time.Since(start).Round(time.Second), stats.failures.Load(),
-		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load())
+		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load(), stats.records.Load())
 	if len(seeds) >= proptestDefault && !t.Failed() {
 		for name, n := range map[string]int64{"whole-partition drops": stats.drops.Load(), "interrupted runs": stats.interrupted.Load(),
 			"rows kept": stats.kept.Load(), "rows removed": stats.removed.Load(), "centuries": stats.centuries.Load(),
-			"imported rows": stats.imports.Load(), "re-sent ids": stats.resent.Load(), "deleted datasets": stats.deletedDatasets.Load()} {
+			"imported rows": stats.imports.Load(), "re-sent ids": stats.resent.Load(), "deleted datasets": stats.deletedDatasets.Load(),
+			"record datasets": stats.records.Load()} {
 			require.Positive(t, n, "the scenarios exercise %s", name)
 		}
 	}
@@ -100,6 +103,7 @@ type scenario struct {
 	seed      uint64
 	classic   bool // one of the six scenarios of the test before the generator: it must exercise drops
 	datasets  int
+	records   []bool // per dataset: a record dataset, its TTLs counted from each row's last write
 	steps     []step
 	grace     retention.Period
 	advance   time.Duration // from the last step to the run's evaluation time
@@ -139,6 +143,12 @@ func drawScenario(seed uint64) scenario {
 	}
 	rng := rand.New(rand.NewPCG(seed, 2017))
 	sc := scenario{seed: seed, datasets: 1 + rng.IntN(4), centuries: rng.IntN(5) == 0}
+	// Drawn apart, so that every draw of rng, and so every scenario drawn before record datasets, stays as it was.
+	behaviors := rand.New(rand.NewPCG(seed, 2026))
+	sc.records = make([]bool, sc.datasets)
+	for i := range sc.records {
+		sc.records[i] = behaviors.IntN(3) == 0
+	}
 	now := scenarioStart
 	overrides := make([]bool, sc.datasets)
 	imports := make([]bool, sc.datasets)
@@ -155,7 +165,7 @@ func drawScenario(seed uint64) scenario {
 				sc.steps = append(sc.steps, step{kind: stepSetTTL, ds: ds, ttl: ttls[rng.IntN(len(ttls))]})
 			}
 			if rng.IntN(5) != 0 {
-				lines, resent := drawLines(rng, now, epoch, 5+rng.IntN(30), overrides[ds], imports[ds], sc.centuries)
+				lines, resent := drawLines(rng, now, epoch, 5+rng.IntN(30), lineKind{overrides[ds], imports[ds], sc.centuries, sc.records[ds]})
 				sc.steps = append(sc.steps, step{kind: stepIngest, ds: ds, lines: lines, resent: resent, imports: imports[ds]})
 			}
 			d := time.Duration(rng.IntN(60*24)) * time.Hour
@@ -194,7 +204,7 @@ var ttlChoices = []any{"P1M", "P3M", "P6M", "P12M", "P2Y", "P45D", nil}
 // imports, the fourth deleted at the end.
 func drawClassic(seed uint64) scenario {
 	rng := rand.New(rand.NewPCG(seed, 99))
-	sc := scenario{seed: seed, classic: true, datasets: 4, boundary: seed%3 != 0,
+	sc := scenario{seed: seed, classic: true, datasets: 4, records: make([]bool, 4), boundary: seed%3 != 0,
 		config: postgres.SweepConfig{BatchSize: 37, DropBatch: 1 + int(seed%3), Workers: 1 + int(seed/2)}}
 	now := scenarioStart
 	for epoch := range 4 {
@@ -202,7 +212,7 @@ func drawClassic(seed uint64) scenario {
 			if rng.IntN(2) == 0 {
 				sc.steps = append(sc.steps, step{kind: stepSetTTL, ds: ds, ttl: ttlChoices[rng.IntN(len(ttlChoices))]})
 			}
-			lines, resent := drawLines(rng, now, epoch, 60, ds != 1, ds == 2, false)
+			lines, resent := drawLines(rng, now, epoch, 60, lineKind{overrides: ds != 1, imports: ds == 2})
 			sc.steps = append(sc.steps, step{kind: stepIngest, ds: ds, lines: lines, resent: resent, imports: ds == 2})
 			d := time.Duration(rng.IntN(60*24)) * time.Hour
 			sc.steps = append(sc.steps, step{kind: stepAdvance, d: d})
@@ -217,10 +227,20 @@ func drawClassic(seed uint64) scenario {
 	return sc
 }
 
+// lineKind is what drawLines may put in the lines of one dataset.
+type lineKind struct {
+	overrides, imports, centuries bool
+	// record: lines of a record dataset, without a timestamp: the row's write is its clock, and an _expiresAt is
+	// drawn after it.
+	record bool
+}
+
 // drawLines draws n events at now: event times up to two years back (a century and a half with centuries),
 // overrides one row in eight each when allowed, an original ingestion time one row in three with imports, and a
-// re-sent _id (replacing an earlier epoch's row) one row in ten; it returns them and how many are re-sent.
-func drawLines(rng *rand.Rand, now time.Time, epoch, n int, overrides, imports, centuries bool) (lines []string, resent int) {
+// re-sent _id (replacing an earlier epoch's row) one row in ten; it returns them and how many are re-sent. Record
+// lines draw the same, so that a scenario's other draws do not depend on its datasets' behaviors.
+func drawLines(rng *rand.Rand, now time.Time, epoch, n int, kind lineKind) (lines []string, resent int) {
+	overrides, imports, centuries := kind.overrides, kind.imports, kind.centuries
 	lines = make([]string, 0, n)
 	for i := range n {
 		back := time.Duration(rng.IntN(2*365*24)) * time.Hour
@@ -231,9 +251,13 @@ func drawLines(rng *rand.Rand, now time.Time, epoch, n int, overrides, imports, 
 		if earliest := time.Date(1900, 1, 2, 0, 0, 0, 0, time.UTC); ts.Before(earliest) {
 			ts = earliest
 		}
-		extra := ""
+		extra, written := "", now
 		if imports && rng.IntN(3) == 0 {
-			extra = fmt.Sprintf(`,"_ingestedAt":%q`, now.Add(-time.Duration(rng.IntN(200*24))*time.Hour).Format(time.RFC3339))
+			written = now.Add(-time.Duration(rng.IntN(200*24)) * time.Hour)
+			extra = fmt.Sprintf(`,"_ingestedAt":%q`, written.Format(time.RFC3339))
+		}
+		if kind.record {
+			ts = written // an _expiresAt counts from the row's clock start, as the limits do
 		}
 		choice := rng.IntN(8)
 		if !overrides {
@@ -258,6 +282,10 @@ func drawLines(rng *rand.Rand, now time.Time, epoch, n int, overrides, imports, 
 				resent++
 			}
 		}
+		if kind.record {
+			lines = append(lines, fmt.Sprintf(`{"_id":%q%s}`, rowID, extra))
+			continue
+		}
 		lines = append(lines, fmt.Sprintf(`{"timestamp":%q,"_id":%q%s}`, ts.Format(time.RFC3339), rowID, extra))
 	}
 	return lines, resent
@@ -268,9 +296,13 @@ func drawLines(rng *rand.Rand, now time.Time, epoch, n int, overrides, imports, 
 func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	b := setupSweep(t)
 	b.sweeper = postgres.MustSweeper(b.db, sc.config)
-	ids, deleted := b.build(t, sc, stats)
+	ids, deleted, writes := b.build(t, sc, stats)
 	b.now = b.now.Add(sc.advance)
 	before := b.allRows(t)
+	requireLastWriteClocks(t, before, writes)
+	if len(writes) > 0 {
+		stats.records.Add(1)
+	}
 	stats.scenarios.Add(1)
 	stats.rows.Add(int64(len(before)))
 	history := b.history(t)
@@ -385,19 +417,27 @@ func (b *sweepBundle) leftLate(t *testing.T, wantKept, kept []string) string {
 	return ""
 }
 
-// build plays the scenario's steps and returns its datasets' ids and which of them it deleted.
-func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (ids []string, deleted map[string]bool) {
+// build plays the scenario's steps and returns its datasets' ids, which of them it deleted, and the last write of
+// each row of its record datasets ("dataset/_id"), which their clocks must start from.
+func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (ids []string, deleted map[string]bool, writes map[string]time.Time) {
 	t.Helper()
 	for i := range sc.datasets {
-		ids = append(ids, b.newDataset(t, fmt.Sprintf("ds%d", i)))
+		behavior := catalog.TimeSeries
+		if sc.records[i] {
+			behavior = catalog.Record
+		}
+		ids = append(ids, b.newDatasetOf(t, fmt.Sprintf("ds%d", i), behavior))
 	}
-	deleted = map[string]bool{}
+	deleted, writes = map[string]bool{}, map[string]time.Time{}
 	for _, s := range sc.steps {
 		switch s.kind {
 		case stepSetTTL:
 			b.setTTL(t, ids[s.ds], s.ttl)
 		case stepIngest:
 			b.ingestEvents(t, ids[s.ds], s.lines, s.imports)
+			if sc.records[s.ds] {
+				noteWrites(t, writes, ids[s.ds], s.lines, b.now)
+			}
 			for _, l := range s.lines {
 				if strings.Contains(l, `"_ingestedAt"`) {
 					stats.imports.Add(1)
@@ -414,7 +454,44 @@ func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (id
 			stats.deletedDatasets.Add(1)
 		}
 	}
-	return ids, deleted
+	return ids, deleted, writes
+}
+
+// noteWrites records the write of each record line the dataset stored at now: its _ingestedAt when imported, else
+// now. A later write of an _id replaces the earlier.
+func noteWrites(t *testing.T, writes map[string]time.Time, id string, lines []string, now time.Time) {
+	t.Helper()
+	for _, l := range lines {
+		var line struct {
+			ID         string     `json:"_id"`
+			IngestedAt *time.Time `json:"_ingestedAt"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &line))
+		written := now
+		if line.IngestedAt != nil {
+			written = *line.IngestedAt
+		}
+		writes[id+"/"+line.ID] = written
+	}
+}
+
+// requireLastWriteClocks checks the last-write clock of the record datasets' rows: each stored row is the latest
+// write of its _id, and its clock starts at that write (ts = ingested_at = the write), so that a re-sent _id
+// restarts it.
+func requireLastWriteClocks(t *testing.T, rows []storedRow, writes map[string]time.Time) {
+	t.Helper()
+	seen := 0
+	for _, r := range rows {
+		written, ok := writes[r.dataset+"/"+r.id]
+		if !ok {
+			continue
+		}
+		seen++
+		require.True(t, written.Equal(r.row.IngestedAt), "%s/%s: stored with ingestion time %s, last written %s", r.dataset, r.id, r.row.IngestedAt, written)
+		require.True(t, retention.LastWrite.Start(time.Time{}, written).Equal(r.row.Timestamp), "%s/%s: its clock starts at %s, not at its last write %s",
+			r.dataset, r.id, r.row.Timestamp, written)
+	}
+	require.Equal(t, len(writes), seen, "every record written is stored once")
 }
 
 // ingestEvents stores the NDJSON events in the dataset, all of which must be accepted.

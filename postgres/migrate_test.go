@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -341,7 +342,8 @@ func TestRowStatsEarliestMigrationFillsEventTimes(t *testing.T) {
 		_, err := b.pool.Exec(ctx, sql)
 		require.NoError(t, err, sql)
 	}
-	_, err = postgres.MigrateDown(ctx, b.pool, 1)
+	// Back to before 0007, however many migrations came after it, and up again.
+	_, err = postgres.MigrateDown(ctx, b.pool, len(b.all)-slices.IndexFunc(b.all, func(m postgres.Migration) bool { return m.Version == 7 }))
 	require.NoError(t, err)
 	_, err = postgres.MigrateUp(ctx, b.pool)
 	require.NoError(t, err)

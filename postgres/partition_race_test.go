@@ -399,7 +399,7 @@ func TestDatasetMetricsNeedOneConnection(t *testing.T) {
 	res, err := ingest(ctx, postgres.NewRowService(db, 0), c, ds.ID,
 		rawEvents(`{"timestamp":"`+time.Now().UTC().Add(-time.Hour).Format(time.RFC3339)+`"}`), catalog.IngestOptions{})
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Accepted)
+	require.Equal(t, 1, res.Accepted, "%+v", res)
 
 	within, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -407,4 +407,44 @@ func TestDatasetMetricsNeedOneConnection(t *testing.T) {
 	require.NoError(t, err, "the GET must not wait for a second connection")
 	require.EqualValues(t, 1, got.Metrics.RowCount)
 	require.Positive(t, got.Metrics.StorageSize)
+}
+
+// TestChunkFollowsARowOverridesSwitchMadeBeforeItIsWritten: overrides refused between a chunk's placement and its
+// transaction govern the chunk, whose lines were read while they were allowed: the lines with an override are
+// refused by their line numbers, the others stored, and no row is stored with an expiry of its own.
+func TestChunkFollowsARowOverridesSwitchMadeBeforeItIsWritten(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ds := b.newDataset(t, "switched")
+	var once sync.Once
+	b.db.OnChunkTx(func([]string) {
+		once.Do(func() {
+			patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
+				"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"rowOverrides": "refused"}}}})
+			require.NoError(t, err)
+			_, err = b.datasets.PatchDataset(context.Background(), b.caller, ds, patch, nil)
+			require.NoError(t, err)
+		})
+	})
+	res, err := ingest(context.Background(), b.rows, b.caller, ds, rawEvents(
+		`{"timestamp":"2024-12-20T00:00:00Z","_id":"plain"}`,
+		`{"timestamp":"2024-12-20T00:00:00Z","_id":"ttl","_ttl":"P90D"}`,
+		`{"timestamp":"2024-12-20T00:00:00Z","_id":"never","_ttl":-1}`,
+		`{"timestamp":"2024-12-20T00:00:00Z","_id":"at","_expiresAt":"2025-06-01T00:00:00Z"}`,
+	), catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Accepted, "%+v", res)
+	require.Equal(t, 3, res.Rejected)
+	var lines []int
+	for _, e := range res.Errors {
+		require.Contains(t, e.Reason, `rowOverrides is "refused"`)
+		lines = append(lines, e.Line)
+	}
+	require.Equal(t, []int{2, 3, 4}, lines)
+	var stored, overridden int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE own_expiry IS NOT NULL OR never_expires)
+		FROM lake_rows WHERE dataset_id = $1`, ds).Scan(&stored, &overridden))
+	require.Equal(t, 1, stored)
+	require.Zero(t, overridden)
+	b.requireCountersExact(t)
 }

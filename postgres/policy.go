@@ -19,7 +19,7 @@ func NewPolicyService(db *DB) *PolicyService { return &PolicyService{db: db} }
 var _ catalog.PolicyService = (*PolicyService)(nil)
 
 const selectPolicies = `
-SELECT store, managed_by, min_value, max_value, default_value FROM ttl_policies WHERE org_id = $1`
+SELECT store, managed_by, records, min_value, max_value, default_value FROM ttl_policies WHERE org_id = $1`
 
 // FindLimits implements catalog.PolicyService.
 func (s *PolicyService) FindLimits(ctx context.Context, org string) (map[catalog.PolicyKey]catalog.Limits, error) {
@@ -40,9 +40,10 @@ func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyK
 		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)
 	}
 	type row struct {
-		Store, ManagedBy, Min string
-		Max                   *string
-		Default               string
+		Store, ManagedBy string
+		Records          bool
+		Min              string
+		Max, Default     *string
 	}
 	overrides, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	if err != nil {
@@ -53,19 +54,22 @@ func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyK
 		if err != nil {
 			return nil, fmt.Errorf("TTL policy %s/%s/%s: %w", org, o.Store, o.ManagedBy, err)
 		}
-		limits[catalog.PolicyKey{Store: catalog.Store(o.Store), ManagedBy: catalog.ManagedBy(o.ManagedBy)}] = l
+		limits[catalog.PolicyKey{Store: catalog.Store(o.Store), ManagedBy: catalog.ManagedBy(o.ManagedBy), Records: o.Records}] = l
 	}
 	return limits, nil
 }
 
-func parseLimits(minValue string, maxValue *string, defaultValue string) (catalog.Limits, error) {
+// parseLimits reads a policy row; a NULL default_value is a null default (record policies only).
+func parseLimits(minValue string, maxValue, defaultValue *string) (catalog.Limits, error) {
 	var l catalog.Limits
 	var err error
 	if l.Min, err = retention.ParsePeriod(minValue); err != nil {
 		return l, err
 	}
-	if l.Default, err = retention.ParsePeriod(defaultValue); err != nil {
-		return l, err
+	if defaultValue != nil {
+		if l.Default, err = retention.ParsePeriod(*defaultValue); err != nil {
+			return l, err
+		}
 	}
 	if maxValue != nil {
 		m, err := retention.ParsePeriod(*maxValue)
@@ -78,24 +82,28 @@ func parseLimits(minValue string, maxValue *string, defaultValue string) (catalo
 }
 
 const upsertPolicy = `
-INSERT INTO ttl_policies (org_id, store, managed_by, min_value, max_value, default_value, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (org_id, store, managed_by) DO UPDATE
+INSERT INTO ttl_policies (org_id, store, managed_by, records, min_value, max_value, default_value, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (org_id, store, managed_by, records) DO UPDATE
 SET min_value = EXCLUDED.min_value, max_value = EXCLUDED.max_value,
     default_value = EXCLUDED.default_value, updated_at = EXCLUDED.updated_at`
 
 // SetLimits implements catalog.PolicyService.
 func (s *PolicyService) SetLimits(ctx context.Context, org string, key catalog.PolicyKey, l catalog.Limits) error {
-	if err := l.Validate(); err != nil {
+	if err := l.Validate(key); err != nil {
 		return err
 	}
-	var maxValue *string
+	var maxValue, defaultValue *string
 	if l.Max != nil {
 		m := l.Max.String()
 		maxValue = &m
 	}
-	_, err := s.db.Pool.Exec(ctx, upsertPolicy, org, string(key.Store), string(key.ManagedBy),
-		l.Min.String(), maxValue, l.Default.String(), s.db.now())
+	if d := l.DefaultTTL(); d != nil {
+		v := d.String()
+		defaultValue = &v
+	}
+	_, err := s.db.Pool.Exec(ctx, upsertPolicy, org, string(key.Store), string(key.ManagedBy), key.Records,
+		l.Min.String(), maxValue, defaultValue, s.db.now())
 	if err != nil {
 		return fmt.Errorf("set TTL policy %s/%s/%s: %w", org, key.Store, key.ManagedBy, err)
 	}

@@ -57,9 +57,6 @@ func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, dataset
 		if err != nil {
 			return err
 		}
-		if !ds.IsTimeSeries() {
-			return catalog.ErrNotTimeSeries(ds)
-		}
 		if useCurrent {
 			ttl = ds.RowExpiration[store].TTL
 		} else {

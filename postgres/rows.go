@@ -63,7 +63,7 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 		if err != nil {
 			return err
 		}
-		t.limits = limits[catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: t.ds.Classification.ManagedBy}]
+		t.limits = limits[t.ds.PolicyKey(catalog.LakeHouse)]
 		rows, err := tx.Query(ctx, selectCurrentSettings, datasetID)
 		if err != nil {
 			return err
@@ -87,9 +87,6 @@ func (s *RowService) target(ctx context.Context, c *catalog.Caller, datasetID st
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prepare ingestion into %s: %w", datasetID, err)
-	}
-	if !t.ds.IsTimeSeries() {
-		t.settings[catalog.LakeHouse] = currentSetting{} // record rows never expire
 	}
 	return t, nil
 }
@@ -142,11 +139,17 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 			return nil
 		}
 		now := s.db.now()
-		if err := s.writeChunk(ctx, t, chunk, now); err != nil {
+		startClocks(t.ds, chunk, now)
+		stored, refused, err := s.writeChunk(ctx, t, chunk, now)
+		for _, in := range refused {
+			// Which of the two fields the line carried is gone with its text; the reason names both.
+			res.Reject(in.Line, catalog.ErrOverridesRefused(t.ds.ID, "_expiresAt or _ttl"))
+		}
+		if err != nil {
 			return err
 		}
-		res.Accepted += len(chunk)
-		res.ExpiredOnArrival += expiredOnArrival(t, chunk, now)
+		res.Accepted += len(stored)
+		res.ExpiredOnArrival += expiredOnArrival(t, stored, now)
 		if opts.ChunkCommitted != nil {
 			opts.ChunkCommitted(len(chunk))
 		}
@@ -162,6 +165,26 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 		}
 	}
 	return flush()
+}
+
+// startClocks sets the clock start of the chunk's rows (retention.Clock) where the event reader could not: a
+// record's write is its ingestion time, now unless an import gives its own. Rows of time-series datasets carry their
+// event time already.
+func startClocks(ds *catalog.Dataset, chunk []catalog.RowInput, now time.Time) {
+	for i := range chunk {
+		in := &chunk[i]
+		ingested := now
+		if in.IngestedAt != nil {
+			ingested = *in.IngestedAt
+		}
+		in.Timestamp = ds.Clock().Start(in.Timestamp, ingested)
+		if ds.Clock() == retention.LastWrite {
+			in.IngestedAt = &ingested
+		}
+		if in.Timestamp.IsZero() {
+			in.Timestamp = ingested // an operator's synthetic event without a time (IngestRows) dates from its storing
+		}
+	}
 }
 
 // expiredOnArrival counts the rows already past their expiry under the lake's current setting: a backfill of old
@@ -194,11 +217,20 @@ func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 const chunkAttempts = 5
 
 // writeChunk stores one chunk in one transaction, in the partitions placeChunk chose, under the settings in force
-// when the transaction writes it.
-func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) error {
-	chunk = lastPerID(chunk)
-	var err error
+// when the transaction writes it. Those include the rowOverrides switch: while it is refused, the rows carrying
+// their own expiry are not stored but returned, for the ingestion to refuse their lines, even when they were read
+// before the switch (the chunk commits after it).
+func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, now time.Time) (stored, refused []catalog.RowInput, err error) {
 	for attempt := range chunkAttempts {
+		if t.ds.RowOverrides == catalog.OverridesRefused {
+			var out []catalog.RowInput
+			chunk, out = splitOverrides(chunk)
+			refused = append(refused, out...)
+		}
+		if len(chunk) == 0 {
+			return nil, refused, nil
+		}
+		chunk := lastPerID(chunk)
 		if attempt > 0 {
 			if err = s.db.loadPartitions(ctx); err != nil {
 				break
@@ -230,9 +262,22 @@ func (s *RowService) writeChunk(ctx context.Context, t *ingestTarget, chunk []ca
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
+		return nil, refused, fmt.Errorf("store %d rows of %s: %w", len(chunk), t.ds.ID, err)
 	}
-	return nil
+	return chunk, refused, nil
+}
+
+// splitOverrides parts the chunk into the rows without an expiry of their own and those with one, keeping the
+// order of each.
+func splitOverrides(chunk []catalog.RowInput) (kept, out []catalog.RowInput) {
+	for _, in := range chunk {
+		if hasOverride(in) {
+			out = append(out, in)
+			continue
+		}
+		kept = append(kept, in)
+	}
+	return kept, out
 }
 
 // refresh reads the target again, for the rest of the ingestion: a PATCH changed its settings meanwhile.
@@ -384,8 +429,9 @@ var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_e
 
 // datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
 // conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
-// waited for a delete sees it. No chunk commits after a delete has answered.
-const datasetLiveSQL = `SELECT deleted_at IS NULL FROM datasets WHERE id = $1 FOR KEY SHARE`
+// waited for a delete sees it. No chunk commits after a delete has answered. The same holds for a PATCH of the
+// rowOverrides switch, which it reads: no chunk stores an override after a switch to refused has answered.
+const datasetLiveSQL = `SELECT deleted_at IS NULL, row_overrides_switch FROM datasets WHERE id = $1 FOR KEY SHARE`
 
 // errDeletedWhileIngesting stops an ingestion whose dataset was deleted under it.
 func errDeletedWhileIngesting(id string) error {
@@ -409,11 +455,15 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 		return err
 	}
 	var live bool
-	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live); err != nil {
+	var overrides string
+	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live, &overrides); err != nil {
 		return fmt.Errorf("check dataset %s: %w", t.ds.ID, err)
 	}
 	if !live {
 		return errDeletedWhileIngesting(t.ds.ID)
+	}
+	if catalog.RowOverrides(overrides) == catalog.OverridesRefused && slices.ContainsFunc(chunk, hasOverride) {
+		return errSettingsChanged // the chunk's lines were read while overrides were allowed
 	}
 	if err := settingsStillCurrent(ctx, tx, t); err != nil {
 		return err
@@ -438,9 +488,6 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 				ingested = *in.IngestedAt
 			}
 			ts := in.Timestamp
-			if ts.IsZero() {
-				ts = ingested
-			}
 			span.add(ingested, ts)
 			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
 		})
@@ -457,7 +504,7 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 // noteOverrides lists the chunk's stores in row_overrides when one of its rows has its own expiry, so that reads
 // and runs stop bounding their scans of the dataset by event time.
 func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
-	if !slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.OwnExpiry != nil || in.Never }) {
+	if !slices.ContainsFunc(chunk, hasOverride) {
 		return nil
 	}
 	for store := range t.settings {
@@ -468,6 +515,9 @@ func noteOverrides(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []cata
 	}
 	return nil
 }
+
+// hasOverride reports whether the row carries its own expiry (_expiresAt, _ttl or _ttl: -1).
+func hasOverride(in catalog.RowInput) bool { return in.OwnExpiry != nil || in.Never }
 
 // upsertStats adds a chunk's rows to their counter group. The group's earliest ingestion and event times only go
 // down while it holds rows (a delete leaves them, so they are lower bounds, as laterGroupMayExpire needs), start
@@ -580,9 +630,11 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 			return err
 		}
 		now := s.db.now()
-		hiddenThrough, err := readBound(ctx, tx, ds, f.Store, now)
-		if err != nil {
-			return err
+		var hiddenThrough *time.Time
+		if !f.IncludeExpired {
+			if hiddenThrough, err = readBound(ctx, tx, ds, f.Store, now); err != nil {
+				return err
+			}
 		}
 		parts, err := datasetPartitions(ctx, tx, datasetID, f.Store)
 		if err != nil || parts.none() {
@@ -603,7 +655,7 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 		}
 		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
 			var r catalog.Row
-			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry)
+			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry, &r.Expired)
 			return r, err
 		})
 		if err == nil && f.MaxBytes > 0 {
@@ -616,15 +668,21 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 	return out, err
 }
 
-// rowQuery is a page of the dataset's unexpired rows, read through the store's parent table from the partitions
-// that hold them (parts).
+// rowQuery is a page of the dataset's unexpired rows (with IncludeExpired, of all its stored rows, the expired ones
+// marked), read through the store's parent table from the partitions that hold them (parts).
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
 	args := []any{datasetID, now}
 	arg := func(v any) string {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expiredInDataset(f.Store, "$2::timestamptz")}
+	expired := expiredInDataset(f.Store, "$2::timestamptz")
+	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired}
+	if f.IncludeExpired {
+		where = where[:2]
+	} else {
+		expired = "false"
+	}
 	if hiddenThrough != nil {
 		where = append(where, "r.ts > "+arg(*hiddenThrough))
 	}
@@ -638,7 +696,7 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		where = append(where, "(r.ts, r.row_id) > ("+arg(f.After.Timestamp)+"::timestamptz, "+arg(f.After.ID)+"::text)")
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
-       ` + currentExpiry + `
+       ` + currentExpiry + `, ` + expired + `
 FROM ` + storeTable(f.Store) + ` r
 ` + joinCurrentSetting(f.Store) + `
 WHERE ` + strings.Join(where, " AND ") + `
@@ -660,6 +718,12 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 			return err
 		}
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {
+			return err
+		}
+		if err := lockHoldsShared(ctx, tx); err != nil {
+			return err
+		}
+		if err := refuseIfHeld(ctx, tx, datasetID, "deleting its rows"); err != nil {
 			return err
 		}
 		n, err := s.db.deleteRowsByID(ctx, tx, datasetID, []string{rowID})

@@ -262,6 +262,7 @@ func partEnds(parts []openPart, status, errText string, now time.Time) []catalog
 		if p.started != nil {
 			end.Duration = now.Sub(*p.started)
 		}
+		end.Status = p.partStatus(status)
 		ends = append(ends, end)
 	}
 	return ends
@@ -279,7 +280,8 @@ type openPart struct {
 func lockOpenParts(ctx context.Context, tx pgx.Tx, runID string, datasetIDs []string) ([]openPart, error) {
 	rows, err := tx.Query(ctx, `
 SELECT rd.dataset_id, rd.org_id, rd.sandbox_name, rd.ttl_value, rd.started_at, r.store, r.dry_run, r.evaluated_at,
-       COALESCE(d.name, ''), COALESCE(l.rows, 0)::bigint, COALESCE(l.dropped, 0)::int
+       COALESCE(d.name, ''), COALESCE(l.rows, 0)::bigint, COALESCE(l.dropped, 0)::int,
+       EXISTS (SELECT 1 FROM dataset_holds k WHERE k.dataset_id = rd.dataset_id AND k.released_at IS NULL)
 FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id LEFT JOIN datasets d ON d.id = rd.dataset_id
 LEFT JOIN (SELECT dataset_id, sum(rows_deleted) AS rows, count(*) FILTER (WHERE dropped) AS dropped
            FROM retention_deletions WHERE run_id = $1 AND dataset_id = ANY($2) GROUP BY dataset_id) l ON l.dataset_id = rd.dataset_id
@@ -291,7 +293,7 @@ ORDER BY rd.org_id, rd.dataset_id FOR UPDATE OF rd`, runID, datasetIDs)
 	var parts []openPart
 	var p openPart
 	_, err = pgx.ForEachRow(rows, []any{&p.datasetID, &p.org, &p.sandbox, &p.ttl, &p.started, &p.store, &p.dryRun,
-		&p.evaluatedAt, &p.name, &p.rows, &p.dropped}, func() error {
+		&p.evaluatedAt, &p.name, &p.rows, &p.dropped, &p.held}, func() error {
 		parts = append(parts, p)
 		return nil
 	})
@@ -304,29 +306,30 @@ ORDER BY rd.org_id, rd.dataset_id FOR UPDATE OF rd`, runID, datasetIDs)
 // markParts records that the parts ended with one status and error; counted is what a dry run counted (nil
 // otherwise).
 func markParts(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, status, errText string, counted any, now time.Time) error {
-	ids := make([]string, 0, len(parts))
+	ids, statuses := make([]string, 0, len(parts)), make([]string, 0, len(parts))
 	for _, p := range parts {
-		ids = append(ids, p.datasetID)
+		ids, statuses = append(ids, p.datasetID), append(statuses, p.partStatus(status))
 	}
-	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets SET status = $3, error = NULLIF($4, ''), rows_counted = $5,
-		finished_at = $6, started_at = COALESCE(started_at, $6) WHERE run_id = $1 AND dataset_id = ANY($2)`,
-		runID, ids, status, errText, counted, now); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE retention_run_datasets rd SET status = c.status, error = NULLIF($3, ''), rows_counted = $4,
+		finished_at = $5, started_at = COALESCE(started_at, $5)
+		FROM unnest($2::text[], $6::text[]) AS c (dataset_id, status) WHERE rd.run_id = $1 AND rd.dataset_id = c.dataset_id`,
+		runID, ids, errText, counted, now, statuses); err != nil {
 		return fmt.Errorf("finish parts of run %s: %w", runID, err)
 	}
 	return nil
 }
 
-// recordExpires sets lastCompleted of the datasets' stores when their parts succeeded, and then writes their
-// Expire events, an org's events in one append: last, so that each org's chain head stays locked only for the rest
+// recordExpires sets lastCompleted of the datasets' stores when their parts succeeded (a held one's did not: its
+// expired rows wait for the release), and then writes their Expire events, an org's events in one append: last, so that each org's chain head stays locked only for the rest
 // of the transaction. Dry runs leave both alone.
 func recordExpires(ctx context.Context, tx pgx.Tx, runID string, parts []openPart, status, errText string, now time.Time) error {
 	var ids, stores []string
 	for _, p := range parts {
-		if !p.dryRun {
+		if !p.dryRun && p.partStatus(status) == catalog.StatusSucceeded {
 			ids, stores = append(ids, p.datasetID), append(stores, p.store)
 		}
 	}
-	if status == catalog.StatusSucceeded && len(ids) > 0 {
+	if len(ids) > 0 {
 		if _, err := tx.Exec(ctx, `UPDATE row_expirations e SET last_completed_at = $3
 		FROM unnest($1::text[], $2::text[]) AS c (dataset_id, store) WHERE e.dataset_id = c.dataset_id AND e.store = c.store`,
 			ids, stores, now); err != nil {
@@ -381,6 +384,16 @@ type finishedPart struct {
 	evaluatedAt               time.Time
 	rows                      int64
 	dropped                   int
+	held                      bool // the dataset is under a legal hold as its part ends
+}
+
+// partStatus is how a part that ended with status ends: a successful part of a held dataset ends as held, since
+// nothing of it was removed while it was held.
+func (p finishedPart) partStatus(status string) string {
+	if p.held && status == catalog.StatusSucceeded {
+		return catalog.StatusHeld
+	}
+	return status
 }
 
 // expireEvent is the Expire audit event of a dataset's part of a run: what the ledger says it removed.
@@ -389,11 +402,12 @@ func expireEvent(runID, datasetID string, p finishedPart, status, errText string
 	if p.started != nil {
 		duration = now.Sub(*p.started).Milliseconds()
 	}
+	status = p.partStatus(status)
 	auditStatus := audit.StatusSuccess
-	if status != catalog.StatusSucceeded {
+	if status == catalog.StatusFailed {
 		auditStatus = audit.StatusFailure
 	}
-	return &audit.Event{
+	ev := &audit.Event{
 		Org: p.org, Sandbox: p.sandbox, Timestamp: now, RequestID: "run:" + runID, AssetType: audit.AssetDataset,
 		AssetID: datasetID, AssetName: p.name, Action: audit.ActionExpire, Status: auditStatus,
 		User: "retention-service", ClientID: "retentiond",
@@ -402,6 +416,10 @@ func expireEvent(runID, datasetID string, p finishedPart, status, errText string
 			"rowsDeleted": p.rows, "partitionsDropped": p.dropped, "durationMs": duration, "status": status, "error": errText,
 		},
 	}
+	if p.held {
+		ev.Details["held"] = true // the dataset is under a legal hold: its expired rows stay until the release
+	}
+	return ev
 }
 
 // finishRunIfDone counts the run's finished parts and, when this was the last, sets its final status; it returns how the
@@ -416,7 +434,7 @@ UPDATE retention_runs r SET datasets_done = c.done,
                   WHEN c.failed = c.total THEN 'failed'
                   ELSE 'partial' END,
     finished_at = CASE WHEN c.done < c.total THEN NULL ELSE $2::timestamptz END
-FROM (SELECT count(*) AS total, count(*) FILTER (WHERE status IN ('succeeded', 'failed')) AS done,
+FROM (SELECT count(*) AS total, count(*) FILTER (WHERE status IN ('succeeded', 'failed', 'held')) AS done,
              count(*) FILTER (WHERE status = 'failed') AS failed
       FROM retention_run_datasets WHERE run_id = $1) c
 WHERE r.id = $1
@@ -455,12 +473,13 @@ func (s *RunRepository) PruneHistory(ctx context.Context, cutoff time.Time) (int
 }
 
 // Overdue counts the datasets with rows in the store whose last successful run finished before cutoff (or that never
-// had one and existed before it).
+// had one and existed before it). A dataset under a legal hold is not overdue: runs leave it alone on purpose.
 func (s *RunRepository) Overdue(ctx context.Context, store catalog.Store, cutoff time.Time) (int, error) {
 	var n int
 	err := s.db.Pool.QueryRow(ctx, `
 SELECT count(*) FROM datasets d JOIN row_expirations re ON re.dataset_id = d.id AND re.store = $1
 WHERE d.deleted_at IS NULL AND d.created_at < $2 AND (re.last_completed_at IS NULL OR re.last_completed_at < $2)
+  AND NOT EXISTS (SELECT 1 FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL)
   AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
               WHERE st.dataset_id = d.id AND p.store = $1 AND st.row_count > 0)`, string(store), cutoff).Scan(&n)
 	if err != nil {

@@ -100,7 +100,7 @@ ORDER BY rd.run_id, rd.dataset_id`, c.Org, c.Sandbox, ids)
 		r := byID[runID]
 		r.Datasets = append(r.Datasets, p)
 		r.DatasetsTotal++
-		if p.Status == catalog.StatusSucceeded || p.Status == catalog.StatusFailed {
+		if p.Status == catalog.StatusSucceeded || p.Status == catalog.StatusFailed || p.Status == catalog.StatusHeld {
 			r.DatasetsDone++
 		}
 		r.RowsDeleted += p.RowsDeleted

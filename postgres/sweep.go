@@ -28,6 +28,21 @@ const badGroupCondition = `st.row_count > 0 AND NOT (
     ` + groupDeletable + `)
     OR ($3::text[] IS NOT NULL AND NOT st.dataset_id = ANY($3::text[]))`
 
+// droppableCondition is true for a partition part that a drop may take, with the datasets under an active legal
+// hold in $5: no group of a dataset without a hold is bad (badGroupCondition), and the held datasets' rows, which the
+// drop carries into a fresh partition of the same range (carryHeld), are no more than the rows that leave with it.
+// Where they are more, copying them would cost more than the walk, which deletes the others in place and holds no
+// lock on the store's parent meanwhile. A partition that holds only held rows is therefore never taken: there is
+// nothing to remove. With no hold anywhere, the condition is badGroupCondition's alone.
+const droppableCondition = `NOT EXISTS (SELECT 1 ` + groupJoins + ` WHERE st.partition_name = part.name
+      AND NOT st.dataset_id = ANY($5::text[]) AND (` + badGroupCondition + `))
+  AND (cardinality($5::text[]) = 0
+       OR NOT EXISTS (SELECT 1 FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0
+                      AND k.dataset_id = ANY($5::text[]))
+       OR (SELECT coalesce(sum(k.row_count) FILTER (WHERE k.dataset_id = ANY($5::text[])), 0)
+                  <= coalesce(sum(k.row_count) FILTER (WHERE NOT k.dataset_id = ANY($5::text[])), 0)
+           FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0))`
+
 const groupJoins = `FROM row_stats st
 JOIN row_partitions p ON p.name = st.partition_name
 LEFT JOIN datasets d ON d.id = st.dataset_id
@@ -70,11 +85,14 @@ func sweepScope(s Sweep) any {
 // holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
 // probe of the counters each, which stops at the first live group.
 func (s *sweepQueries) DroppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
+	held, err := activeHoldDatasets(ctx, s.db.Pool)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
-WHERE part.store = $4
-  AND NOT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = part.name AND (`+badGroupCondition+`))
-ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store)
+WHERE part.store = $4 AND `+droppableCondition+`
+ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store, held)
 	if err != nil {
 		return nil, fmt.Errorf("find droppable partitions: %w", err)
 	}
@@ -96,6 +114,7 @@ ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store
 // only for the catalog change, and the run does not wait while the file system releases the files.
 func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	var counts map[string]map[string]int64
+	var carried map[string][]string
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
@@ -105,11 +124,17 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 				return err
 			}
 		}
-		var err error
-		if counts, err = droppableCounts(ctx, tx, sw, names); err != nil || sw.DryRun || len(counts) == 0 {
+		held, err := heldDatasets(ctx, tx)
+		if err != nil {
 			return err
 		}
-		return detachAndRecord(ctx, tx, sw, counts, s.db.now())
+		var d droppable
+		if d, err = droppableCounts(ctx, tx, sw, names, held); err != nil || sw.DryRun || len(d.counts) == 0 {
+			counts = d.counts
+			return err
+		}
+		counts, carried = d.counts, d.carry
+		return detachAndRecord(ctx, tx, sw, d, s.db.now())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop partitions from %s: %w", names[0], err)
@@ -118,7 +143,9 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 		return counts, nil
 	}
 	for name := range counts {
-		s.db.forgetPartition(name)
+		if carried[name] == nil {
+			s.db.forgetPartition(name) // a carried partition is there again, under its name and range
+		}
 	}
 	return counts, nil
 }
@@ -172,33 +199,46 @@ func lockPartitions(ctx context.Context, tx pgx.Tx, store catalog.Store, names [
 	return err
 }
 
-// droppableCounts returns, for each of the partitions that still has every row deletable, the rows of each dataset
-// in it, from the counters. A partition whose rows have all gone already is there with no datasets: it is dropped
-// too.
-func droppableCounts(ctx context.Context, tx pgx.Tx, sw Sweep, names []string) (map[string]map[string]int64, error) {
+// droppable is what a batch of drops takes: for each partition that still qualifies, the rows of each dataset
+// without a hold that leave with it (counts; a partition whose rows have all gone is there with none), and the held
+// datasets whose rows stay (carry), with how many rows those are in all (carried).
+type droppable struct {
+	counts  map[string]map[string]int64
+	carry   map[string][]string
+	carried map[string]int64
+}
+
+// droppableCounts returns what of the partitions still qualifies for a drop, from the counters, with the datasets
+// under a hold (held) carried rather than counted.
+func droppableCounts(ctx context.Context, tx pgx.Tx, sw Sweep, names, held []string) (droppable, error) {
+	d := droppable{counts: map[string]map[string]int64{}, carry: map[string][]string{}, carried: map[string]int64{}}
 	rows, err := tx.Query(ctx, `
-SELECT part.name, st.dataset_id, sum(st.row_count)::bigint
+SELECT part.name, st.dataset_id, sum(st.row_count)::bigint, coalesce(st.dataset_id = ANY($5::text[]), false)
 FROM row_partitions part LEFT JOIN row_stats st ON st.partition_name = part.name AND st.row_count > 0
-WHERE part.name = ANY($4::text[])
-  AND NOT EXISTS (SELECT 1 `+groupJoins+` WHERE st.partition_name = part.name AND (`+badGroupCondition+`))
-GROUP BY part.name, st.dataset_id`, sw.At, sw.Grace.Interval(), sweepScope(sw), names)
+WHERE part.name = ANY($4::text[]) AND `+droppableCondition+`
+GROUP BY part.name, st.dataset_id`, sw.At, sw.Grace.Interval(), sweepScope(sw), names, held)
 	if err != nil {
-		return nil, err
+		return d, err
 	}
-	counts := map[string]map[string]int64{}
 	var part string
 	var ds *string
 	var n *int64
-	_, err = pgx.ForEachRow(rows, []any{&part, &ds, &n}, func() error {
-		if counts[part] == nil {
-			counts[part] = map[string]int64{}
+	var isHeld bool
+	_, err = pgx.ForEachRow(rows, []any{&part, &ds, &n, &isHeld}, func() error {
+		if d.counts[part] == nil {
+			d.counts[part] = map[string]int64{}
 		}
-		if ds != nil && n != nil {
-			counts[part][*ds] = *n
+		switch {
+		case ds == nil || n == nil:
+		case isHeld:
+			d.carry[part] = append(d.carry[part], *ds)
+			d.carried[part] += *n
+		default:
+			d.counts[part][*ds] = *n
 		}
 		return nil
 	})
-	return counts, err
+	return d, err
 }
 
 // recordDeletions writes the ledger rows of one batch of drops, one per partition and dataset, in one statement.
@@ -209,37 +249,84 @@ SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $
 // detachAndRecord detaches the partitions from their store, renames them out of the way of a partition that a late
 // event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
 // A detached table is named after its object id, which no other table has: a partition made again for the same
-// range can be detached again before the first one's table is released.
-func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, counts map[string]map[string]int64, now time.Time) error {
+// range can be detached again before the first one's table is released. The held datasets' rows of a partition are
+// carried into a fresh partition of its name and range first (carryHeld), with their counters, which stay as they
+// are: only the others' rows leave.
+func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, d droppable, now time.Time) error {
 	parent := pgx.Identifier{storeTable(sw.Store)}.Sanitize()
-	names := slices.Collect(maps.Keys(counts))
+	names := slices.Collect(maps.Keys(d.counts))
 	oids, err := tableOIDs(ctx, tx, names)
 	if err != nil {
 		return err
 	}
-	var parts, ids []string
+	var parts, ids, gone []string
 	var ns []int64
 	for _, name := range names {
-		for ds, n := range counts[name] {
+		for ds, n := range d.counts[name] {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-		gone := fmt.Sprintf("%s_gone%d", name, oids[name])
-		for _, stmt := range []string{
-			`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
-			`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{gone}.Sanitize(),
-		} {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
-				return err
-			}
+		detached := fmt.Sprintf("%s_gone%d", name, oids[name])
+		if err := detachPartition(ctx, tx, parent, name, detached, d.carry[name], d.carried[name]); err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO detached_partitions (name, detached_at) VALUES ($1, $2)`, gone, now); err != nil {
+		if d.carry[name] == nil {
+			gone = append(gone, name)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO detached_partitions (name, detached_at) VALUES ($1, $2)`, detached, now); err != nil {
 			return err
 		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, names); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, gone); err != nil {
 		return err
 	}
 	_, err = tx.Exec(ctx, recordDeletions, sw.RunID, true, now, parts, ids, ns)
+	return err
+}
+
+// detachPartition detaches partition name from parent and renames it detached; with held datasets (carry), it then
+// carries their rows into a fresh partition of the same name and range (carryHeld).
+func detachPartition(ctx context.Context, tx pgx.Tx, parent, name, detached string, carry []string, carried int64) error {
+	var bound string
+	if carry != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_class c WHERE c.oid = to_regclass($1)`,
+			pgx.Identifier{name}.Sanitize()).Scan(&bound); err != nil {
+			return fmt.Errorf("read the bounds of %s: %w", name, err)
+		}
+	}
+	for _, stmt := range []string{
+		`ALTER TABLE ` + parent + ` DETACH PARTITION ` + pgx.Identifier{name}.Sanitize(),
+		`ALTER TABLE ` + pgx.Identifier{name}.Sanitize() + ` RENAME TO ` + pgx.Identifier{detached}.Sanitize(),
+	} {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	if carry == nil {
+		return nil
+	}
+	return carryHeld(ctx, tx, parent, name, detached, bound, carry, carried)
+}
+
+// carryHeld makes partition name again, with the range bound it had, and copies into it the rows of the held
+// datasets from its detached table: the copy costs the held rows only, and every other row still leaves with the
+// detached table, by a drop. The held rows keep their placed expiry, setting and counters (the counters are per
+// partition name, and the others' are deleted), so once the holds are released the next run drops or walks them
+// exactly as if there had been no hold. It all happens in the drop's transaction: a crash before its commit leaves
+// the partition attached as it was, and none of its rows lost. A copy that does not find the rows the counters
+// count fails the transaction: the partition then stays, to be walked.
+func carryHeld(ctx context.Context, tx pgx.Tx, parent, name, detached, bound string, held []string, want int64) error {
+	if _, err := tx.Exec(ctx, `CREATE TABLE `+pgx.Identifier{name}.Sanitize()+` PARTITION OF `+parent+` `+bound); err != nil {
+		return fmt.Errorf("make %s again: %w", name, err)
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{name}.Sanitize()+` SELECT * FROM `+
+		pgx.Identifier{detached}.Sanitize()+` WHERE dataset_id = ANY($1)`, held)
+	if err != nil {
+		return fmt.Errorf("carry the held rows of %s: %w", name, err)
+	}
+	if tag.RowsAffected() != want {
+		return fmt.Errorf("carry the held rows of %s: copied %d rows, the counters count %d", name, tag.RowsAffected(), want)
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM row_stats WHERE partition_name = $1 AND NOT dataset_id = ANY($2)`, name, held)
 	return err
 }
 
@@ -282,6 +369,9 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
+			return err
+		}
 		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
 		if err != nil || none {
 			return err
@@ -313,6 +403,9 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if held, err := datasetHeld(ctx, tx, datasetID); err != nil || held {
+			return err // a run deletes nothing of a held dataset, so its dry run counts nothing
+		}
 		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
 		if err != nil || none {
 			return err
@@ -326,16 +419,23 @@ func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, 
 }
 
 // BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
-// datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are.
+// datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are. Rows of
+// held datasets do not count as the scope's: the walk leaves them, so a partition of held rows alone is not walked.
 func (s *sweepQueries) BoundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
+	held, err := activeHoldDatasets(ctx, s.db.Pool)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT p.name, sum(st.row_count)::bigint AS rows,
-       coalesce(sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])), 0)::bigint AS scope_rows
+       coalesce(sum(st.row_count) FILTER (WHERE ($3::text[] IS NULL OR st.dataset_id = ANY($3::text[]))
+                                          AND NOT st.dataset_id = ANY($4::text[])), 0)::bigint AS scope_rows
 FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name AND st.row_count > 0
 WHERE p.store = $1 AND p.lower_bound <= $2
 GROUP BY p.name, p.lower_bound
-HAVING sum(st.row_count) FILTER (WHERE $3::text[] IS NULL OR st.dataset_id = ANY($3::text[])) > 0
-ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw))
+HAVING sum(st.row_count) FILTER (WHERE ($3::text[] IS NULL OR st.dataset_id = ANY($3::text[]))
+                                 AND NOT st.dataset_id = ANY($4::text[])) > 0
+ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw), held)
 	if err != nil {
 		return nil, fmt.Errorf("find boundary partitions: %w", err)
 	}
@@ -362,7 +462,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 
 // DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition, and
 // returns how many of each dataset: one batch across the datasets in scope, with each dataset's counters
-// and ledger row in the same transaction. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
+// and ledger row in the same transaction. The rows of datasets under a legal hold all stay. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
 // Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
@@ -371,19 +471,23 @@ func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition str
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
     WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.id = r.setting_id
-      AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[]))
+      AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[])) AND NOT r.dataset_id = ANY($7::text[])
       AND (r.dataset_id = ANY($6::text[])
            OR (` + pastGrace("$3", "$4::interval") + `
                AND ` + expiredUnderRowSetting(sw.Store, "$3::timestamptz") + `))
     RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+		held, err := heldDatasets(ctx, tx)
+		if err != nil {
+			return err
+		}
 		deleted, err := deletedDatasets(ctx, tx, sw)
 		if err != nil {
 			return err
 		}
 		g, err := collectRemoved(tx.Query(ctx, query, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to), sw.At,
-			sw.Grace.Interval(), sweepScope(sw), deleted))
+			sw.Grace.Interval(), sweepScope(sw), deleted, held))
 		if err != nil {
 			return err
 		}
@@ -479,10 +583,12 @@ func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error)
 // DatasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
 // before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
 // since placement, their dataset was deleted, or they hold imports an earlier setting expired: laterGroupMayExpire).
+// A dataset under a legal hold has none: a run removes nothing of it, and its part ends as held.
 func (s *sweepQueries) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
 WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
+  AND NOT EXISTS (SELECT 1 FROM dataset_holds k WHERE k.dataset_id = st.dataset_id AND k.released_at IS NULL)
   AND (p.lower_bound > $3 AND `+laterGroupMayExpire+`
        OR p.lower_bound <= $3 AND NOT st.partition_name = ANY($4::text[]))`, datasetIDs, sw.Store, sw.At, walked(sw))
 	if err != nil {

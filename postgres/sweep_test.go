@@ -45,6 +45,9 @@ func setupSweepOn(t *testing.T, db *postgres.DB) *sweepBundle {
 		require.NoError(t, b.policies.SetLimits(context.Background(), b.caller.Org,
 			catalog.PolicyKey{Store: store, ManagedBy: catalog.Customer},
 			catalog.Limits{Min: period(t, "P1D"), Default: period(t, "P6M")}))
+		require.NoError(t, b.policies.SetLimits(context.Background(), b.caller.Org,
+			catalog.PolicyKey{Store: store, ManagedBy: catalog.Customer, Records: true},
+			catalog.Limits{Min: period(t, "P1D")}))
 	}
 	return b
 }
@@ -416,8 +419,14 @@ func TestResentIDsReplaceRows(t *testing.T) {
 // newDataset creates a customer-managed time-series dataset and returns its id.
 func (b *sweepBundle) newDataset(t *testing.T, name string) string {
 	t.Helper()
+	return b.newDatasetOf(t, name, catalog.TimeSeries)
+}
+
+// newDatasetOf creates a customer-managed dataset of the data behavior and returns its id.
+func (b *sweepBundle) newDatasetOf(t *testing.T, name string, behavior catalog.DataBehavior) string {
+	t.Helper()
 	ds, err := b.datasets.CreateDataset(context.Background(), b.caller, catalog.DatasetCreate{Name: name,
-		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		Classification: catalog.Classification{DataBehavior: behavior, ManagedBy: catalog.Customer}})
 	require.NoError(t, err)
 	return ds.ID
 }

@@ -9,7 +9,8 @@ import "time"
 //
 // A store's TTL has a history: each setting was in force from From until Until (nil: still in force). Under a
 // setting with a TTL, a row's expiry is its own override if it has one, else its event time plus the TTL (calendar
-// arithmetic in UTC, as Postgres adds an interval). A row is expired at now when, under some setting in force after
+// arithmetic in UTC, as Postgres adds an interval); the event time is the row's clock start, which a record dataset
+// takes from the row's last write instead (Clock). A row is expired at now when, under some setting in force after
 // the row was ingested, its expiry came at or before the end of that setting's time (or now, for the current one).
 // So lengthening or disabling a TTL never brings back a row that had already expired, rows ingested after a change
 // follow only the new value, and a null TTL keeps every row of the store, overrides included, while it is in force.
@@ -17,6 +18,27 @@ import "time"
 // The rest of the file serves speed, never the verdict: a row's placed expiry (Placed) and what earlier settings
 // could have expired (Earlier, SettingAlone) let most rows be judged by one stored column, and the event-time bounds
 // (ExpiredThrough, LiveAfter, LastExpiredEvent, PlacedEvents) only narrow the rows a caller reads.
+
+// Clock is what a dataset's TTLs count from. Every other term of the rule is the same for both clocks: a row's
+// clock start (Row.Timestamp) is fixed when the row is written, and a write of the same _id replaces the row, so a
+// record's clock restarts with each write as Cosmos DB's and Fauna's do.
+type Clock uint8
+
+const (
+	// EventTime counts from the row's event time (its timestamp): time-series datasets.
+	EventTime Clock = iota
+	// LastWrite counts from the row's last write, the ingestion time of the latest version of its _id: record
+	// datasets.
+	LastWrite
+)
+
+// Start returns the time a row's TTL counts from under the clock, given its event time and its ingestion time.
+func (c Clock) Start(event, ingested time.Time) time.Time {
+	if c == LastWrite {
+		return ingested
+	}
+	return event
+}
 
 // Setting is one TTL setting of a store and when it was in force.
 type Setting struct {
@@ -27,13 +49,13 @@ type Setting struct {
 
 // Row is what the expiry rule reads of a row.
 type Row struct {
-	Timestamp  time.Time  // event time, which TTLs count from
+	Timestamp  time.Time  // the row's clock start (Clock.Start), which TTLs count from: its event time, or its last write
 	IngestedAt time.Time  // when the service stored it
-	OwnExpiry  *time.Time // the row's own expiry (_expiresAt, or timestamp + _ttl)
+	OwnExpiry  *time.Time // the row's own expiry (_expiresAt, or clock start + _ttl)
 	Never      bool       // _ttl: -1, the row never expires
 }
 
-// Expiry returns the row's expiry under a TTL: its own override if it has one, else timestamp + ttl.
+// Expiry returns the row's expiry under a TTL: its own override if it has one, else clock start + ttl.
 func (r Row) Expiry(ttl Period) time.Time {
 	if r.OwnExpiry != nil {
 		return r.OwnExpiry.UTC()

@@ -154,3 +154,18 @@ func TestEarlierOf(t *testing.T) {
 	last, _ := LastExpiredEvent([]Setting{{TTL: month, From: *d(1), Until: d(5)}}, *d(9))
 	require.Equal(t, last, *e.ExpiredThrough)
 }
+
+// A record's TTL counts from its last write, a time-series row's from its event time; the rest of the rule reads
+// only the clock start.
+func TestClockStart(t *testing.T) {
+	t.Parallel()
+	event := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	written := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	require.Equal(t, event, EventTime.Start(event, written))
+	require.Equal(t, written, LastWrite.Start(event, written))
+	ttl := Period{Days: 30}
+	row := Row{Timestamp: LastWrite.Start(event, written), IngestedAt: written}
+	history := []Setting{{TTL: &ttl, From: event}}
+	require.False(t, Expired(row, history, written.AddDate(0, 0, 29)), "30 days after the write, not the event")
+	require.True(t, Expired(row, history, written.AddDate(0, 0, 30)))
+}

@@ -177,12 +177,13 @@ func TestMigrate(t *testing.T) {
 func policyRows(t *testing.T, out string) map[catalog.PolicyKey][3]string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Equal(t, []string{"STORE", "MANAGED", "BY", "MIN", "MAX", "DEFAULT"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{"STORE", "MANAGED", "BY", "BEHAVIOR", "MIN", "MAX", "DEFAULT"}, strings.Fields(lines[0]))
 	rows := map[catalog.PolicyKey][3]string{}
 	for _, line := range lines[1:] {
 		f := strings.Fields(line)
-		require.Len(t, f, 5, "line %q", line)
-		rows[catalog.PolicyKey{Store: catalog.Store(f[0]), ManagedBy: catalog.ManagedBy(f[1])}] = [3]string{f[2], f[3], f[4]}
+		require.Len(t, f, 6, "line %q", line)
+		key := catalog.PolicyKey{Store: catalog.Store(f[0]), ManagedBy: catalog.ManagedBy(f[1]), Records: f[2] == "record"}
+		rows[key] = [3]string{f[3], f[4], f[5]}
 	}
 	return rows
 }
@@ -192,7 +193,11 @@ func limitsRow(l catalog.Limits) [3]string {
 	if l.Max != nil {
 		maxValue = l.Max.String()
 	}
-	return [3]string{l.Min.String(), maxValue, l.Default.String()}
+	defaultValue := "null"
+	if d := l.DefaultTTL(); d != nil {
+		defaultValue = d.String()
+	}
+	return [3]string{l.Min.String(), maxValue, defaultValue}
 }
 
 func builtinRows() map[catalog.PolicyKey][3]string {
@@ -264,10 +269,23 @@ func TestPolicy(t *testing.T) {
 		require.Equal(t, [3]string{"P7D", "P2M", "P1M"}, policyRows(t, out)[catalog.PolicyKey{Store: catalog.Profile, ManagedBy: catalog.System}])
 	})
 
+	t.Run("RecordPolicyDefaultsToNull", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		out := mustCtl(t, b.env, "policy", "set", "-org", "O", "-behavior", "record", "-min", "P7D", "-max", "P5Y", "-default", "null")
+		key := catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer, Records: true}
+		require.Equal(t, [3]string{"P7D", "P5Y", "null"}, policyRows(t, out)[key])
+		require.Equal(t, limitsRow(catalog.BuiltinLimits[catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer}]),
+			policyRows(t, out)[catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer}], "the time-series row is apart")
+		limits, err := b.policies.FindLimits(context.Background(), "O")
+		require.NoError(t, err)
+		require.Nil(t, limits[key].DefaultTTL())
+	})
+
 	t.Run("RefusesBadValues", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		base := map[string]string{"-store": "adobe_lakeHouse", "-managed-by": "CUSTOMER", "-min": "P60D", "-max": "null", "-default": "P6M"}
+		base := map[string]string{"-store": "adobe_lakeHouse", "-managed-by": "CUSTOMER", "-behavior": "time-series", "-min": "P60D", "-max": "null", "-default": "P6M"}
 		for _, tc := range []struct {
 			name    string
 			changes map[string]string
@@ -280,6 +298,8 @@ func TestPolicy(t *testing.T) {
 			{"DefaultAboveMax", map[string]string{"-max": "P3M"}, []string{"defaultValue P6M must not be above maxValue P3M"}},
 			{"UnknownStore", map[string]string{"-store": "adobe_attic"}, []string{"-store", `"adobe_attic"`}},
 			{"UnknownOwner", map[string]string{"-managed-by": "ME"}, []string{"-managed-by", `"ME"`}},
+			{"UnknownBehavior", map[string]string{"-behavior": "ledger"}, []string{"-behavior", `"ledger"`}},
+			{"NullDefaultForTimeSeries", map[string]string{"-default": "null"}, []string{"defaultValue", "only record datasets"}},
 		} {
 			args := []string{"policy", "set", "-org", "O"}
 			for flag, value := range base {

@@ -21,7 +21,7 @@ func runToken(args []string, env getenv, out io.Writer) error {
 	sub := fs.String("sub", "dev@acme.example", "the user (sub claim)")
 	client := fs.String("client", "retentionctl-dev", "the client id (client_id claim)")
 	scope := fs.String("scope", strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage,
-		catalog.ScopeAuditRead, catalog.ScopeRetentionRun}, " "), "space-separated scopes")
+		catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold}, " "), "space-separated scopes")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	if err := fs.Parse(args); err != nil {
 		return errUsage

@@ -22,7 +22,7 @@ func printDevWelcome(out io.Writer, secret, base string, datasets []*catalog.Dat
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 		Org:              org, ClientID: "retentionctl-dev",
-		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}, " "),
+		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold}, " "),
 	})
 	if err != nil {
 		return err
@@ -39,6 +39,8 @@ func printDevWelcome(out io.Writer, secret, base string, datasets []*catalog.Dat
 retentiond is serving at %[1]s with %[2]d demo datasets in org %[3]s.
 
   export TOKEN=%[4]s
+
+  Web console: %[1]s/ui/#token=%[4]s
 
   curl -s %[5]s %[1]s/dataSets
   curl -s %[5]s %[1]s/ttl/%[6]s

@@ -187,7 +187,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
+		Datasets: datasets, Holds: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota),
 		Auth:        auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },

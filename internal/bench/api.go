@@ -37,7 +37,8 @@ func newAPIClient(base, secret, org string) (*apiClient, error) {
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "retentionbench@acme.example", IssuedAt: jwt.NewNumericDate(time.Now()),
 			ExpiresAt: jwt.NewNumericDate(time.Now().Add(48 * time.Hour))},
 		Org: org, ClientID: "retentionbench",
-		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun}, " "),
+		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun,
+			catalog.ScopeRetentionHold}, " "),
 	})
 	if err != nil {
 		return nil, err
@@ -176,6 +177,12 @@ func (a *apiClient) setTTL(ctx context.Context, id, ttl string) error {
 	return a.doJSON(ctx, http.MethodPatch, "/v2/dataSets/"+id, map[string]any{
 		"extensions": map[string]any{string(catalog.LakeHouse): map[string]any{"rowExpiration": map[string]any{"ttlValue": ttl}}},
 	}, nil)
+}
+
+// placeHold places a legal hold on a dataset.
+func (a *apiClient) placeHold(ctx context.Context, id string) error {
+	return a.doJSON(ctx, http.MethodPost, "/dataSets/"+id+"/holds",
+		map[string]any{"reason": "retentionbench: one held dataset", "reference": "bench"}, nil, http.StatusCreated)
 }
 
 // runDoc is a run as the API shows it, with what the harness measured of it.

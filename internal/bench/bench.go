@@ -171,6 +171,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		return fmt.Errorf("setup: %w", err)
 	}
 	h.scenario([]string{ScenarioFloor}, func() error { return h.floor(ctx) })
+	h.scenario([]string{ScenarioHeldDataset}, func() error { return h.heldRun(ctx) })
 	if err := h.pg.cloneDatabase(ctx, dbService, dbLoad); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 // every one of them.
 const (
 	ScenarioRetentionRun = "retention run"
+	ScenarioHeldDataset  = "held dataset"
 	ScenarioRunUnderLoad = "run under load"
 	ScenarioFloor        = "floor"
 	ScenarioTTLChange    = "TTL change"
@@ -26,7 +27,7 @@ const (
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
-	ScenarioRetentionRun, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
+	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
 	ScenarioAPIReads, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
 }
 

@@ -41,7 +41,7 @@ var datasets = []datasetSpec{
 	{Orgs[0], "web-clickstream", "Page views and clicks of the Acme web shop.", map[string][]string{"team": {"web"}}, catalog.Customer, catalog.TimeSeries, ClickPayload},
 	{Orgs[0], "app-sessions", "Mobile app sessions, profile-enabled.", map[string][]string{"team": {"mobile"}, "unifiedProfile": {"enabled:true"}}, catalog.Customer, catalog.TimeSeries, sessionPayload},
 	{Orgs[0], "journey-feedback", "Message feedback events kept by the platform.", map[string][]string{"team": {"platform"}}, catalog.System, catalog.TimeSeries, feedbackPayload},
-	{Orgs[0], "loyalty-members", "Loyalty member records (not time-series: no row expiration).", map[string][]string{"team": {"crm"}}, catalog.Customer, catalog.Record, nil},
+	{Orgs[0], "loyalty-members", "Loyalty member records (their TTL counts from each record's last write; none until one is set).", map[string][]string{"team": {"crm"}}, catalog.Customer, catalog.Record, nil},
 	{Orgs[1], "pos-transactions", "Point-of-sale transactions of Globex stores.", map[string][]string{"team": {"retail"}}, catalog.Customer, catalog.TimeSeries, transactionPayload},
 	{Orgs[1], "support-tickets", "Support ticket events.", map[string][]string{"team": {"support"}}, catalog.Customer, catalog.TimeSeries, ticketPayload},
 }

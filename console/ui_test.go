@@ -1,0 +1,130 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+)
+
+// signIn opens the console with the token in the link's fragment, as `make run` prints it, and waits for the
+// inventory's first page.
+func (b *bundle) signIn(ctx context.Context, t *testing.T, token string) {
+	t.Helper()
+	run(ctx, t, chromedp.Navigate(b.url+"/ui/#token="+token), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+}
+
+// setField sets a control's value as a user would, firing its input and change events.
+func setField(ctx context.Context, t *testing.T, sel, value string) {
+	t.Helper()
+	eval[bool](ctx, t, fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.value = %q;
+		el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, sel, value))
+}
+
+// names are the dataset names of the inventory's page, in order.
+func names(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	return eval[[]string](ctx, t, `[...document.querySelectorAll('#inventory tbody tr[data-id] th.name')].map(th => th.textContent)`)
+}
+
+// waitNames waits until the inventory shows exactly want.
+func waitNames(ctx context.Context, t *testing.T, want ...string) {
+	t.Helper()
+	js := fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('#inventory tbody tr[data-id] th.name')].map(th => th.textContent)) === %q`, mustJSON(want))
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
+		t.Fatalf("inventory never showed %v; it shows %v (%v)", want, names(ctx, t), err)
+	}
+}
+
+// TestConsole drives the console in Chromium against one API on the demo data; after the inventory, its parts run in
+// parallel tabs, each on a dataset the others leave alone.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// The inventory first and alone: its screenshot and values are the demo data's, before the dialogs change any.
+	t.Run("Inventory", func(t *testing.T) { testInventory(t, b) })
+	for name, part := range map[string]func(*testing.T, *bundle){
+		"ServedByTheAPI": testServedByTheAPI, "RetentionDialog": testRetentionDialog,
+		"RetentionDialogChangedMeanwhile":           testRetentionDialogChangedMeanwhile,
+		"RetentionDialogReadOnlyWithoutManageScope": testRetentionDialogReadOnly,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			part(t, b)
+		})
+	}
+}
+
+// testInventory: sign in by link, sort, filter, sign out, sign in by pasting, another sandbox. It reads only
+// datasets the other parts leave alone (app-sessions, loyalty-members) where values matter.
+func testInventory(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, allScopes...))
+
+	t.Run("FirstPageSortedByName", func(t *testing.T) {
+		require.Equal(t, []string{"app-sessions", "journey-feedback", "loyalty-members", "web-clickstream"}, names(ctx, t))
+		require.Equal(t, "Showing datasets 1 to 4.", text(ctx, t, "#inventory-status"))
+		row := fmt.Sprintf(`#inventory tr[data-id=%q]`, b.ids["app-sessions"])
+		require.Equal(t, "20,000", text(ctx, t, row+" td.num"), "rows with thousands separators")
+		require.Equal(t, "12 months", text(ctx, t, row+" td.ttl-lake"))
+		require.Equal(t, "n/a", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.ttl-lake`, b.ids["loyalty-members"])))
+		hash := eval[string](ctx, t, `location.hash`)
+		require.Equal(t, "#/datasets", hash, "the token left the URL")
+		checkAccessibility(ctx, t, "datasets")
+		screenshot(ctx, t, "datasets")
+	})
+
+	t.Run("SortByNameDescending", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#inventory th[aria-sort] button`))
+		waitNames(ctx, t, "web-clickstream", "loyalty-members", "journey-feedback", "app-sessions")
+		require.Equal(t, "descending", eval[string](ctx, t, `document.querySelector('#inventory thead th').getAttribute('aria-sort')`))
+	})
+
+	t.Run("SortByManagedBy", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(3) button`))
+		waitNames(ctx, t, "app-sessions", "loyalty-members", "web-clickstream", "journey-feedback")
+	})
+
+	t.Run("FilterByName", func(t *testing.T) {
+		setField(ctx, t, "#filter-name", "CLICK")
+		run(ctx, t, chromedp.Click(`form[role=search] button[type=submit]`))
+		waitNames(ctx, t, "web-clickstream")
+	})
+
+	t.Run("FilterByTag", func(t *testing.T) {
+		setField(ctx, t, "#filter-name", "")
+		setField(ctx, t, "#filter-tag", "team:mobile")
+		run(ctx, t, chromedp.Click(`form[role=search] button[type=submit]`))
+		waitNames(ctx, t, "app-sessions")
+	})
+
+	t.Run("NoMatchIsSaid", func(t *testing.T) {
+		setField(ctx, t, "#filter-tag", "team:nobody")
+		run(ctx, t, chromedp.Click(`form[role=search] button[type=submit]`))
+		waitText(ctx, t, "#inventory-status", "No datasets match these filters.")
+		require.Empty(t, names(ctx, t))
+	})
+
+	t.Run("SignOutForgetsTheToken", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#signout`), chromedp.WaitVisible(`form.signin`))
+		require.Equal(t, "", eval[string](ctx, t, `sessionStorage.getItem('token') || ''`))
+		checkAccessibility(ctx, t, "sign-in")
+		screenshot(ctx, t, "sign-in")
+	})
+
+	t.Run("SignInByPastingAToken", func(t *testing.T) {
+		setField(ctx, t, "#token", "Bearer "+b.token(t, catalog.ScopeDatasetsRead))
+		run(ctx, t, chromedp.Click(`form.signin button[type=submit]`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+		waitNames(ctx, t, "app-sessions", "journey-feedback", "loyalty-members", "web-clickstream")
+	})
+
+	t.Run("AnotherSandboxIsEmpty", func(t *testing.T) {
+		setField(ctx, t, "#sandbox", "dev")
+		waitText(ctx, t, "#inventory-status", "No datasets yet in this sandbox")
+		require.Empty(t, names(ctx, t))
+	})
+}

@@ -1,0 +1,137 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
+)
+
+// placeHold places a hold on the dataset as the bundle's caller and returns its id.
+func (b *sweepBundle) placeHold(t *testing.T, id string) string {
+	t.Helper()
+	ref := "case 2026-114"
+	h, err := b.datasets.PlaceHold(context.Background(), b.caller, id, catalog.HoldCreate{Reason: "litigation", Reference: &ref})
+	require.NoError(t, err)
+	return h.ID
+}
+
+// rowsOf counts the dataset's stored rows, expired or not.
+func (b *sweepBundle) rowsOf(t *testing.T, id string) int {
+	t.Helper()
+	return len(filterDataset(b.allRows(t), id))
+}
+
+// droppedBy reports whether the run's ledger says the dataset's rows left partition with it whole.
+func (b *sweepBundle) droppedBy(t *testing.T, runID, dataset, partition string) bool {
+	t.Helper()
+	var dropped bool
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM retention_deletions
+		WHERE run_id = $1 AND dataset_id = $2 AND partition_name = $3 AND dropped)`, runID, dataset, partition).Scan(&dropped))
+	return dropped
+}
+
+// TestHeldRowsStayWhenTheirPartitionIsDropped: a held dataset shares wholly expired partitions with two others. The
+// run drops the partitions (the others' rows leave by a drop, counted in the ledger), carries the held rows into
+// fresh partitions of the same ranges (all there, counters exact, still hidden from reads), and after the release
+// the next run drops them, with their exact count.
+func TestHeldRowsStayWhenTheirPartitionIsDropped(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	held, a, c := b.newDataset(t, "held"), b.newDataset(t, "a"), b.newDataset(t, "c")
+	for _, id := range []string{held, a, c} {
+		b.setTTL(t, id, "P1M")
+	}
+	b.now = time.Date(2024, 10, 31, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{held, a, c} {
+		b.ingestSeries(t, id, 100, 24*time.Hour) // expiries from late August (the past partition) to the end of November 2024
+	}
+	holdID := b.placeHold(t, held)
+	b.now = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	const first = "00000000-0000-0000-0000-0000000001a1"
+	removed := b.sweep(t, first, retention.Period{}, true)
+	require.Zero(t, removed[held], "a run removes nothing of a held dataset")
+	require.Equal(t, int64(100), removed[a])
+	require.Equal(t, int64(100), removed[c])
+	require.Equal(t, 100, b.rowsOf(t, held), "every held row is still stored")
+	require.Zero(t, b.rowsOf(t, a))
+	for _, part := range []string{"lake_rows_ppast", "lake_rows_p202411"} {
+		require.True(t, b.droppedBy(t, first, a, part), "%s left by a drop", part)
+		require.False(t, b.droppedBy(t, first, held, part), "the held rows of %s are not in the ledger", part)
+	}
+	require.Contains(t, b.attached(t), "lake_rows_p202411", "the partition is there again, with the held rows")
+	var ledger int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(rows_deleted), 0) FROM retention_deletions
+		WHERE run_id = $1 AND dataset_id = $2`, first, held).Scan(&ledger))
+	require.Zero(t, ledger)
+	b.requireCountersExact(t)
+	page, err := b.rows.FindRows(context.Background(), b.caller, held, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 1000})
+	require.NoError(t, err)
+	require.Empty(t, page.Rows, "reads keep hiding the held expired rows")
+	require.Positive(t, b.release(t), "the detached tables are released")
+	require.Equal(t, 100, b.rowsOf(t, held), "the release of the detached tables takes no held row")
+
+	again := b.sweep(t, "00000000-0000-0000-0000-0000000001a2", retention.Period{}, true)
+	require.Zero(t, again[held], "a partition of held rows alone is neither dropped nor walked while held")
+	require.Equal(t, 100, b.rowsOf(t, held))
+
+	_, err = b.datasets.ReleaseHold(context.Background(), b.caller, held, holdID)
+	require.NoError(t, err)
+	const after = "00000000-0000-0000-0000-0000000001a3"
+	last := b.sweep(t, after, retention.Period{}, true)
+	require.Equal(t, int64(100), last[held], "after the release the next run removes them, as if there had been no hold")
+	require.Zero(t, b.rowsOf(t, held))
+	require.True(t, b.droppedBy(t, after, held, "lake_rows_p202411"), "by a drop")
+	b.requireCountersExact(t)
+}
+
+// TestWalkAndRowPhaseLeaveHeldRows: rows of a held dataset in the current partition (walked) and in a partition
+// whose TTL was shortened since (the row phase) all stay, while the others' expired rows there go.
+func TestWalkAndRowPhaseLeaveHeldRows(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	held, free := b.newDataset(t, "held"), b.newDataset(t, "free")
+	b.now = time.Date(2025, 3, 20, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{held, free} {
+		b.setTTL(t, id, "P1M")
+		b.ingestSeries(t, id, 60, 12*time.Hour)
+		b.setTTL(t, id, "P10D") // rows placed under P1M, judged by the shorter TTL: the row phase's work
+	}
+	b.placeHold(t, held)
+	b.now = time.Date(2025, 4, 10, 0, 0, 0, 0, time.UTC)
+	removed := b.sweep(t, "00000000-0000-0000-0000-0000000001b1", retention.Period{}, true)
+	require.Zero(t, removed[held])
+	require.Equal(t, 60, b.rowsOf(t, held))
+	require.Positive(t, removed[free])
+	b.requireCountersExact(t)
+}
+
+// TestHeldDatasetRefusesRowDeletes: a delete by _id of a held dataset's row is refused with the hold named, and
+// the row stays; after the release it goes.
+func TestHeldDatasetRefusesRowDeletes(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	id := b.newDataset(t, "held")
+	b.ingestLines(t, id, `{"timestamp":"2024-12-30T00:00:00Z","_id":"evidence"}`)
+	holdID := b.placeHold(t, id)
+	err := b.rows.DeleteRow(context.Background(), b.caller, id, "evidence")
+	require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(err), "%v", err)
+	require.Contains(t, err.Error(), holdID)
+	require.Equal(t, 1, b.rowsOf(t, id))
+	held, err := b.datasets.Held(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	_, err = b.datasets.ReleaseHold(context.Background(), b.caller, id, holdID)
+	require.NoError(t, err)
+	held, err = b.datasets.Held(context.Background(), id)
+	require.NoError(t, err)
+	require.False(t, held)
+	require.NoError(t, b.rows.DeleteRow(context.Background(), b.caller, id, "evidence"))
+	require.Zero(t, b.rowsOf(t, id))
+}
