@@ -55,7 +55,19 @@ type loaded struct {
 	router routers.Router
 }
 
+// assetDecoders read the console's files (/ui/) as kin-openapi reads text/plain: as the text they are, for the
+// document's string schemas. kin-openapi keeps its decoders in one table for the process, so they are registered
+// with the document, once.
+var assetDecoders = map[string]openapi3filter.BodyDecoder{
+	"text/html": openapi3filter.PlainBodyDecoder, "text/css": openapi3filter.PlainBodyDecoder,
+	"text/javascript": openapi3filter.PlainBodyDecoder, "image/svg+xml": openapi3filter.PlainBodyDecoder,
+	"image/png": openapi3filter.FileBodyDecoder,
+}
+
 var loadOnce = sync.OnceValues(func() (loaded, error) {
+	for contentType, decode := range assetDecoders {
+		openapi3filter.RegisterBodyDecoder(contentType, decode)
+	}
 	doc, err := openapi3.NewLoader().LoadFromData(httpapi.OpenAPIDocument())
 	if err != nil {
 		return loaded{}, fmt.Errorf("load: %w", err)

@@ -63,6 +63,8 @@ func TestHandlerReportsWhatTheDocumentDoesNotSay(t *testing.T) {
 		{"MissingGatewayHeaderAccepted", "/dataSets", nil, answer(200, "application/json", `{}`), nil, "calls invalid"},
 		{"InternalError", "/dataSets", gateway, answer(500, "application/problem+json", `{"type":"internal","title":"Internal Server Error","status":500,"detail":"Internal error."}`), nil, "is a bug"},
 		{"InternalErrorAllowed", "/dataSets", gateway, answer(500, "application/problem+json", `{"type":"internal","title":"Internal Server Error","status":500,"detail":"Internal error."}`), []apitest.Option{apitest.AllowInternalErrors()}, ""},
+		{"ConsoleAsset", "/ui/app.js", nil, answer(200, "text/javascript; charset=utf-8", `export {}`), nil, ""},
+		{"ConsoleAssetOfAnUndocumentedType", "/ui/app.js", nil, answer(200, "application/wasm", "\x00asm"), nil, "not as documented"},
 		{"UndocumentedProblemType", "/dataSets", gateway, answer(400, "application/problem+json", `{"type":"oops","title":"Bad Request","status":400,"detail":"d"}`), nil, "not as documented"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
