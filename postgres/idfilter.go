@@ -24,14 +24,15 @@ import (
 // the partition deletes them (the foreign key's cascade, in the drop's transaction).
 
 // Each filter is small enough to stay in its table row (no TOAST) and is rewritten whole when a chunk adds to it;
-// a pair fills them one after the other. With 16 bits an _id and 11 hashes, a full filter answers "maybe" for
-// about 0.05% of the _ids it does not hold.
+// a pair fills them one after the other. A "maybe" costs a probe of every partition that answers it for the chunk,
+// so false positives must be rare across a chunk's thousands of _ids and a pair's filters: with 32 bits an _id and
+// 22 hashes, a full filter answers "maybe" for about one absent _id in five million.
 const (
 	idFilterBits     = 14336
-	idFilterHashes   = 11
-	idFilterCapacity = idFilterBits / 16
+	idFilterHashes   = 22
+	idFilterCapacity = idFilterBits / 32
 	// maxIDFilters bounds what a chunk reads per pair: past it, the pair's filters go and the pair is probed.
-	maxIDFilters = 48
+	maxIDFilters = 96
 )
 
 // newIDFilter returns an empty filter of the shape every stored filter has.

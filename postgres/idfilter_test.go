@@ -3,11 +3,13 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -156,5 +158,39 @@ func TestDropTakesItsFilters(t *testing.T) {
 	var left int
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM row_id_filters`).Scan(&left))
 	require.Zero(t, left, "the dropped partitions took their filters")
+	b.requireCountersExact(t)
+}
+
+// TestConcurrentResendsKeepOneRowPerID checks the filters under concurrent ingestions of one dataset: four bodies
+// send the same _ids at once, each with its own timestamps (so each places them in other partitions) and chunk by
+// chunk; whichever commits last, each _id is stored once and every stored _id is in its pair's filters.
+func TestConcurrentResendsKeepOneRowPerID(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ds := b.newDataset(t, "concurrent")
+	b.setTTL(t, ds, "P2Y")
+	const ids = 500
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			events := func(yield func([]byte) bool) {
+				for i := range ids {
+					ts := b.now.Add(-time.Duration((i*7+w*97)%400) * 24 * time.Hour)
+					if !yield(fmt.Appendf(nil, `{"timestamp":%q,"_id":"c%d","v":"w%d"}`, ts.Format(time.RFC3339), i, w)) {
+						return
+					}
+				}
+			}
+			res, err := ingest(context.Background(), b.rows, b.caller, ds, events, catalog.IngestOptions{})
+			assert.NoError(t, err)
+			assert.Equal(t, ids, res.Accepted)
+		})
+	}
+	wg.Wait()
+	var rows, distinct int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT row_id) FROM lake_rows
+		WHERE dataset_id = $1`, ds).Scan(&rows, &distinct))
+	require.Equal(t, ids, rows, "each _id is stored once")
+	require.Equal(t, ids, distinct)
 	b.requireCountersExact(t)
 }
