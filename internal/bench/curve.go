@@ -106,7 +106,7 @@ func (p CurvePoint) file(dir string) string {
 // extra flags after the point's own, then draws the curves of every report in dir into png and writes their table
 // to out.
 func RunCurves(ctx context.Context, exe, dir, png string, maxSize int64, extra []string, out io.Writer) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	for _, p := range CurvePoints(maxSize) {
@@ -263,13 +263,12 @@ func writePNG(plots []*plot.Plot, path string) error {
 			}
 		}
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // G304: the operator names the plot's file (-curves-png)
 	if err != nil {
 		return err
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	return f.Close()
 }
