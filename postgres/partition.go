@@ -475,22 +475,32 @@ func datasetPartitions(ctx context.Context, q querier, datasetID string, store c
 	var f partitionFilter
 	var lower, upper pgtype.Timestamptz
 	_, err = pgx.ForEachRow(rows, []any{&lower, &upper}, func() error {
-		r := partitionRange{}
-		if lower.InfinityModifier == pgtype.Finite {
-			r.lower = new(lower.Time)
-		}
-		if upper.InfinityModifier == pgtype.Finite {
-			r.upper = new(upper.Time)
-		}
-		if n := len(f); n > 0 && f[n-1].upper != nil && r.lower != nil && f[n-1].upper.Equal(*r.lower) {
-			f[n-1].upper = r.upper
-			return nil
-		}
-		f = append(f, r)
+		f = f.with(rangeOf(lower, upper))
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
 	return f, nil
+}
+
+// rangeOf is a partition's range from its bounds in row_partitions, infinite bounds left open.
+func rangeOf(lower, upper pgtype.Timestamptz) partitionRange {
+	r := partitionRange{}
+	if lower.InfinityModifier == pgtype.Finite {
+		r.lower = new(lower.Time)
+	}
+	if upper.InfinityModifier == pgtype.Finite {
+		r.upper = new(upper.Time)
+	}
+	return r
+}
+
+// with adds a range that starts at or after every range of f, merged into the last one when adjacent.
+func (f partitionFilter) with(r partitionRange) partitionFilter {
+	if n := len(f); n > 0 && f[n-1].upper != nil && r.lower != nil && f[n-1].upper.Equal(*r.lower) {
+		f[n-1].upper = r.upper
+		return f
+	}
+	return append(f, r)
 }

@@ -477,6 +477,9 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 	if err := noteOverrides(ctx, tx, t, chunk); err != nil {
 		return err
 	}
+	if err := recordIDs(ctx, tx, t.ds.ID, names, groups); err != nil {
+		return err
+	}
 	for _, name := range names {
 		g := groups[name]
 		ttl := t.settings[g.spec.store].ttl
@@ -572,8 +575,19 @@ func (db *DB) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, 
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := db.deleteRowsByID(ctx, tx, t.ds.ID, ids)
-	return err
+	parts, err := idPartitions(ctx, tx, t.ds.ID)
+	if err != nil {
+		return err
+	}
+	if db.hooks.afterPartitionLookup != nil {
+		db.hooks.afterPartitionLookup()
+	}
+	for store, p := range probes(parts, ids) {
+		if _, err := deleteIDsIn(ctx, tx, t.ds.ID, store, p.parts, p.ids); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteByIDSQL deletes the rows of dataset $1 with the _ids $2 through a store's parent table, restricted to the
@@ -608,14 +622,27 @@ func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, i
 		if db.hooks.afterPartitionLookup != nil {
 			db.hooks.afterPartitionLookup()
 		}
-		var n int64
-		query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql())
-		if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids).Scan(&n); err != nil {
-			return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
+		n, err := deleteIDsIn(ctx, tx, datasetID, store, parts, ids)
+		if err != nil {
+			return 0, err
 		}
 		total += n
 	}
 	return total, nil
+}
+
+// deleteIDsIn deletes the rows of the dataset with these _ids from the partitions parts of a store, keeping the
+// counters exact, and returns how many it removed.
+func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, parts partitionFilter, ids []string) (int64, error) {
+	if parts.none() || len(ids) == 0 {
+		return 0, nil
+	}
+	var n int64
+	query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql())
+	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids).Scan(&n); err != nil {
+		return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
+	}
+	return n, nil
 }
 
 // FindRows implements catalog.RowService. It reads in one snapshot (repeatable read), so that the partitions the

@@ -326,7 +326,11 @@ func carryHeld(ctx context.Context, tx pgx.Tx, parent, name, detached, bound str
 	if tag.RowsAffected() != want {
 		return fmt.Errorf("carry the held rows of %s: copied %d rows, the counters count %d", name, tag.RowsAffected(), want)
 	}
-	_, err = tx.Exec(ctx, `DELETE FROM row_stats WHERE partition_name = $1 AND NOT dataset_id = ANY($2)`, name, held)
+	if _, err = tx.Exec(ctx, `DELETE FROM row_stats WHERE partition_name = $1 AND NOT dataset_id = ANY($2)`, name, held); err != nil {
+		return err
+	}
+	// The others' _ids left with the detached table; a filter of them would only cost probes.
+	_, err = tx.Exec(ctx, `DELETE FROM row_id_filters WHERE partition_name = $1 AND NOT dataset_id = ANY($2)`, name, held)
 	return err
 }
 

@@ -161,6 +161,7 @@ func (b *sweepBundle) requireCountersExact(t *testing.T) {
 		SELECT count(*) FROM (SELECT * FROM real EXCEPT SELECT * FROM kept UNION ALL (SELECT * FROM kept EXCEPT SELECT * FROM real)) x`).Scan(&mismatches)
 	require.NoError(t, err)
 	require.Zero(t, mismatches)
+	requireFiltersCover(t, b.db)
 }
 
 // requirePreviewsExact checks that previews, which count from the counters where they can, count exactly what the

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/acme/retention/internal/bench"
@@ -32,6 +33,9 @@ func run(ctx context.Context) int {
 		return 2
 	}
 	cfg.Progress = os.Stderr
+	if cfg.CurvesDir != "" {
+		return curves(ctx, cfg)
+	}
 	report, runErr := bench.Run(ctx, cfg)
 	if report != nil {
 		fmt.Println()
@@ -40,6 +44,12 @@ func run(ctx context.Context) int {
 			return 1
 		}
 		fmt.Printf("\nharness wall time: %s\n", report.Elapsed.Round(1e9))
+		if cfg.JSONPath != "" {
+			if err := report.WriteJSON(cfg.JSONPath); err != nil {
+				fmt.Fprintln(os.Stderr, "retentionbench:", err)
+				return 1
+			}
+		}
 		if cfg.WriteDoc {
 			if err := report.WriteDoc(cfg.DocPath); err != nil {
 				fmt.Fprintln(os.Stderr, "retentionbench:", err)
@@ -53,4 +63,33 @@ func run(ctx context.Context) int {
 		return 1
 	}
 	return 0
+}
+
+// curves measures the cost curves, each point one invocation of this binary with the flags given besides -curves.
+func curves(ctx context.Context, cfg bench.Config) int {
+	exe, err := os.Executable()
+	if err == nil {
+		err = bench.RunCurves(ctx, exe, cfg.CurvesDir, cfg.CurvesPNG, cfg.CurvesMaxSize, curveFlags(os.Args[1:]), os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "retentionbench:", err)
+		return 1
+	}
+	return 0
+}
+
+// curveFlags are the flags of this invocation that each point takes too: all but the curves' own.
+func curveFlags(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if strings.HasPrefix(name, "curves") {
+			if !hasValue && i+1 < len(args) {
+				i++
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }

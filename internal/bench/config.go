@@ -66,6 +66,15 @@ type Config struct {
 	// refuses a partial table.
 	Only []string
 
+	// JSONPath, when set, receives the report as JSON: a point of a cost curve.
+	JSONPath string
+	// CurvesDir, when set, turns the run into the cost curves' (RunCurves): each point one invocation of this
+	// command, its report kept in CurvesDir, points above CurvesMaxSize rows or events skipped, the plot drawn
+	// into CurvesPNG.
+	CurvesDir     string
+	CurvesPNG     string
+	CurvesMaxSize int64
+
 	Smoke    bool
 	WriteDoc bool
 	DocPath  string
@@ -208,6 +217,10 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.BoolVar(&c.Keep, "keep", c.Keep, "keep the work folder (logs, cluster) afterwards")
 	fs.BoolVar(&c.WriteDoc, "write-doc", c.WriteDoc, "write the table into -doc")
 	fs.StringVar(&c.DocPath, "doc", c.DocPath, "the Markdown file -write-doc updates")
+	fs.StringVar(&c.JSONPath, "json", c.JSONPath, "also write the report as JSON to this file (a point of a cost curve)")
+	fs.StringVar(&c.CurvesDir, "curves", c.CurvesDir, "measure the cost curves instead: one invocation a point, reports kept in this folder (a point already there is not measured again), then the plot")
+	fs.StringVar(&c.CurvesPNG, "curves-png", "docs/cost-curves.png", "the plot -curves draws")
+	fs.Int64Var(&c.CurvesMaxSize, "curves-max-size", 1000000, "with -curves, skip points of more rows or audit events than this (0: none skipped)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

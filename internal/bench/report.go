@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -252,4 +253,13 @@ func fmtPct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 
 func fmtBytes(n int64) string {
 	return fmt.Sprintf("%.0f MB", float64(n)/(1<<20))
+}
+
+// WriteJSON writes the report to path as JSON, which DrawCurves reads.
+func (r *Report) WriteJSON(path string) error {
+	raw, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600)
 }

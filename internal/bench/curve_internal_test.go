@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseFigure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want float64
+		ok   bool
+	}{
+		{"3.48 s", 3.48, true},
+		{"734 ms", 0.734, true},
+		{"25,003 rows/s (raw COPY)", 25003, true},
+		{"42 MB", 42, true},
+		{"not run: -only", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseFigure(tc.in)
+		require.Equal(t, tc.ok, ok, tc.in)
+		require.InDelta(t, tc.want, got, 1e-9, tc.in)
+	}
+}
+
+// TestDrawCurvesFromReports checks that the curves are drawn from the points' reports, a missing point left out:
+// the table lists each figure found, and the PNG decodes.
+func TestDrawCurvesFromReports(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, x := range []int64{1e6, 3e6} {
+		r := &Report{Rows: []Row{
+			{Scenario: ScenarioRetentionRun, Metric: "wall time", Ours: []string{"0.77 s", "2.10 s"}[i], Baseline: []string{"8.5 s", "26.0 s"}[i], Holds: Holds},
+			{Scenario: ScenarioMemory, Metric: "peak RSS of retentiond", Ours: "42 MB", Holds: Holds},
+			{Scenario: ScenarioAuditQuery, Metric: "filtered page", Ours: "not run: -only", Holds: NotRun},
+		}}
+		require.NoError(t, r.WriteJSON(CurvePoint{Curve: "run-by-rows", X: x}.file(dir)))
+	}
+	var out bytes.Buffer
+	path := filepath.Join(dir, "curves.png")
+	require.NoError(t, DrawCurves(dir, path, &out))
+	require.Contains(t, out.String(), "| run-by-rows | run | 3,000,000 | 2.1 |")
+	require.Contains(t, out.String(), "| run-by-rows | DELETE | 1,000,000 | 8.5 |")
+	require.Contains(t, out.String(), "| run-by-rows | peak RSS (MB) | 1,000,000 | 42 |")
+	require.NotContains(t, out.String(), "audit-by-events")
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Greater(t, img.Bounds().Dx(), 500)
+}
+
+// TestCurvePointsSkipBigSizes checks that -curves-max-size leaves out the points above it, and that every point
+// measures memory too.
+func TestCurvePointsSkipBigSizes(t *testing.T) {
+	t.Parallel()
+	small := CurvePoints(1e6)
+	require.NotEmpty(t, small)
+	for _, p := range small {
+		require.LessOrEqual(t, p.X, int64(1e6), p.Curve)
+		require.Contains(t, p.Args[1], "memory")
+	}
+	require.Greater(t, len(CurvePoints(0)), len(small))
+}

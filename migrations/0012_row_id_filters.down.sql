@@ -1,0 +1,1 @@
+DROP TABLE row_id_filters;
