@@ -186,7 +186,10 @@ func (s *Server) listExpirations(c echo.Context) error {
 }
 
 // parseExpirationFilter reads the listing's parameters. An empty parameter counts as absent and unknown ones are
-// ignored, as the Catalog's listing does.
+// ignored, as the Catalog's listing does. They are checked in a fixed order, and the first refused is the one the
+// 400 names, so that a request with several bad ones always gets the same answer: limit, page, datasetId,
+// datasetName, displayName, description, author, search, status, orderBy, expiryFromDate, expiryToDate,
+// expiryDate, updatedFromDate, updatedToDate, updatedDate.
 func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 	f := catalog.ExpirationFilter{Limit: catalog.DefaultExpirationLimit}
 	var err error
@@ -201,10 +204,13 @@ func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 			return f, catalog.Invalid("invalid-parameter", "datasetId", "%s", catalog.ErrorMessage(err))
 		}
 	}
-	for name, dst := range map[string]*string{"datasetName": &f.DatasetName, "displayName": &f.DisplayName,
-		"description": &f.Description, "author": &f.Author, "search": &f.Search} {
-		if *dst = c.QueryParam(name); len(*dst) > catalog.MaxExpirationSearch {
-			return f, catalog.Invalid("invalid-parameter", name, "%s must be at most %d bytes", name, catalog.MaxExpirationSearch)
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"datasetName", &f.DatasetName}, {"displayName", &f.DisplayName}, {"description", &f.Description},
+		{"author", &f.Author}, {"search", &f.Search}} {
+		if *p.dst = c.QueryParam(p.name); len(*p.dst) > catalog.MaxExpirationSearch {
+			return f, catalog.Invalid("invalid-parameter", p.name, "%s must be at most %d bytes", p.name, catalog.MaxExpirationSearch)
 		}
 	}
 	if f.Statuses, err = catalog.ParseExpirationStatuses(c.QueryParam("status")); err != nil {

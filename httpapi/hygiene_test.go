@@ -409,6 +409,30 @@ func TestExpirationList(t *testing.T) {
 	}
 }
 
+// TestListExpirationsNamesTheFirstRefusedParameter: a listing with several bad parameters is refused naming the
+// first of the documented order, the same one on every request.
+func TestListExpirationsNamesTheFirstRefusedParameter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	long := strings.Repeat("a", catalog.MaxExpirationSearch+1)
+	for _, tc := range []struct{ name, query, field string }{
+		{"EveryTextFilterTooLong", "search=" + long + "&author=" + long + "&description=" + long + "&displayName=" + long + "&datasetName=" + long, "datasetName"},
+		{"LaterTextFiltersTooLong", "search=" + long + "&author=" + long + "&description=" + long, "description"},
+		{"AuthorAndSearchTooLong", "search=" + long + "&author=" + long, "author"},
+		{"LimitBeforeText", "search=" + long + "&limit=0", "limit"},
+		{"TextBeforeStatus", "status=done&search=" + long, "search"},
+		{"StatusBeforeDates", "updatedDate=x&expiryFromDate=x&orderBy=name&status=done", "status"},
+		{"ExpiryBeforeUpdated", "updatedFromDate=x&expiryToDate=x", "expiryToDate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 10 {
+				requireRefusal(t, b.hygiene(t, request{method: http.MethodGet, path: "/ttl?" + tc.query}), http.StatusBadRequest,
+					"invalid-parameter", tc.field)
+			}
+		})
+	}
+}
+
 func TestExpirationQuota(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
