@@ -433,6 +433,28 @@ func TestListExpirationsNamesTheFirstRefusedParameter(t *testing.T) {
 	}
 }
 
+// TestHygieneRefusalsClipHugeValues: a refused parameter of 64 KiB is quoted back clipped, not whole.
+func TestHygieneRefusalsClipHugeValues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	huge := strings.Repeat("9", 64<<10)
+	for _, tc := range []struct{ name, path, field string }{
+		{"Limit", "/ttl?limit=" + huge, "limit"},
+		{"ExpiryFromDate", "/ttl?expiryFromDate=" + huge, "expiryFromDate"},
+		{"UpdatedDate", "/ttl?updatedDate=" + huge, "updatedDate"},
+		{"Status", "/ttl?status=" + huge, "status"},
+		{"OrderBy", "/ttl?orderBy=" + huge, "orderBy"},
+		{"Include", "/ttl/SD-5b5712a5-bc53-4dfd-8ee6-4548373ba1e1?include=" + huge, "include"},
+		{"ID", "/ttl/" + huge, "ID"},
+		{"QuotaType", "/quota?quotaType=" + huge, "quotaType"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := requireProblem(t, b.hygiene(t, request{method: http.MethodGet, path: tc.path}), http.StatusBadRequest, tc.field)
+			require.Less(t, len(p.Detail), 400, "detail: %.200s", p.Detail)
+		})
+	}
+}
+
 func TestExpirationQuota(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
