@@ -98,13 +98,15 @@ func (f *expirationFixture) requireExecutedOnce(t *testing.T, datasetID, id stri
 	require.True(t, report.Valid, "audit chain: %+v", report)
 }
 
-// blockedFinish tells whether a session has locked the expiration (the execution's second transaction, which
-// deletes the dataset) and waits for the org's audit chain.
+// blockedFinish tells whether a session of this test's database has locked the expiration (the execution's second
+// transaction, which deletes the dataset) and waits for the org's audit chain. pg_stat_activity and pg_locks span
+// the cluster, and other tests' databases, made alike, give their tables the same oids.
 const blockedFinish = `
 SELECT EXISTS (
   SELECT 1 FROM pg_stat_activity a
   JOIN pg_locks l ON l.pid = a.pid AND l.relation = 'dataset_expirations'::regclass AND l.granted
-  WHERE a.wait_event_type = 'Lock' AND a.query LIKE '%FROM audit_chains%FOR UPDATE%')`
+  WHERE a.datname = current_database() AND a.wait_event_type = 'Lock'
+    AND a.query LIKE '%FROM audit_chains%FOR UPDATE%')`
 
 // TestKilledReplicaExpirationCompletes kills a retentiond with SIGKILL in the middle of executing an expiration:
 // its first step committed (executing) and its second (delete the dataset, mark completed) under way but not
