@@ -17,6 +17,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/console"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/demo"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
@@ -57,7 +58,8 @@ func setup(t *testing.T) *bundle {
 		Auth:    auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		LongRequestsPerOrg: 100,
 	})
-	srv := httptest.NewServer(api)
+	// The browser's calls go through the API's contract checks too: the console uses the API as documented.
+	srv := httptest.NewServer(apitest.Handler(t, api))
 	t.Cleanup(srv.Close)
 	b := &bundle{url: srv.URL, db: db, datasets: datasets, org: demo.Orgs[0], ids: map[string]string{}}
 	for _, ds := range loaded {

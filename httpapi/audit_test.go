@@ -22,6 +22,7 @@ import (
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/postgres"
 )
 
@@ -53,7 +54,7 @@ func setupAuditWith(t *testing.T, configure func(*postgres.AuditService)) *audit
 		Auth: auth, Ready: b.db.Ready, Registry: prometheus.NewRegistry(),
 		LongRequestsPerOrg: 1000, // as in setup
 	})
-	srv := httptest.NewServer(b.api)
+	srv := httptest.NewServer(apitest.Handler(t, b.api))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b

@@ -21,6 +21,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -44,7 +45,7 @@ func setupOutage(t *testing.T) *testBundle {
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Audit: postgres.NewAuditService(db),
 		Ready: db.Ready, Registry: prometheus.NewRegistry(),
 	})
-	srv := httptest.NewServer(api)
+	srv := httptest.NewServer(apitest.Handler(t, api))
 	t.Cleanup(srv.Close)
 	b := &testBundle{url: srv.URL, db: db, org: newOrg()}
 	b.token = mintToken(t, b.org, allScopes, time.Hour)
@@ -170,7 +171,7 @@ func setupBulkhead(t *testing.T, opts bulkheadOpts) *bulkheadBundle {
 		Auth:    auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(b.logs, nil)),
 		ReadTimeout: opts.readTimeout, WriteTimeout: opts.writeTimeout, LongRequestsPerOrg: opts.longPerOrg,
 	})
-	srv := httptest.NewUnstartedServer(b.api)
+	srv := httptest.NewUnstartedServer(apitest.Handler(t, b.api))
 	srv.Listener = smallSendBuffers{srv.Listener}
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -81,7 +82,7 @@ func setup(t testing.TB) *testBundle {
 			}
 		},
 	})
-	srv := httptest.NewServer(b.api)
+	srv := httptest.NewServer(apitest.Handler(t, b.api))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	b.token = mintToken(t, b.org, allScopes, time.Hour)

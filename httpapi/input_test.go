@@ -20,6 +20,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
@@ -38,7 +39,7 @@ func setupInput(t *testing.T) *testBundle {
 		Preview: postgres.NewPreviewService(b.db, retention.Period{}), Audit: postgres.NewAuditService(b.db), Auth: auth,
 		Ready: b.db.Ready, Registry: prometheus.NewRegistry(),
 	})
-	srv := httptest.NewServer(b.api)
+	srv := httptest.NewServer(apitest.Handler(t, b.api))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b
@@ -50,7 +51,8 @@ func setupStub(t *testing.T, cfg httpapi.Config) *testBundle {
 	auth, err := httpapi.NewAuthenticator(context.Background(), testSecret, "", time.Now)
 	require.NoError(t, err)
 	cfg.Auth, cfg.Registry, cfg.TranslateError = auth, prometheus.NewRegistry(), postgres.TranslateError
-	srv := httptest.NewServer(httpapi.New(cfg))
+	// The stubs fail on purpose, some as a bug would: their 500s are what the tests look at.
+	srv := httptest.NewServer(apitest.Handler(t, httpapi.New(cfg), apitest.AllowInternalErrors()))
 	t.Cleanup(srv.Close)
 	b := &testBundle{url: srv.URL, org: newOrg()}
 	b.token = mintToken(t, b.org, allScopes, time.Hour)

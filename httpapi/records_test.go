@@ -54,9 +54,9 @@ func TestRecordDatasetSettings(t *testing.T) {
 		resp := b.do(t, request{method: http.MethodGet, path: "/ttl/" + id})
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 		limits := resp.json(t)[id].(map[string]any)
-		for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
-			require.Equal(t, map[string]any{"defaultValue": nil, "minValue": "P1D", "maxValue": "P10Y"}, rowExpiration(t, limits, store), store)
-		}
+		require.Equal(t, map[string]any{"defaultValue": nil, "minValue": "P1D", "maxValue": "P10Y", "rowOverrides": "allowed"},
+			rowExpiration(t, limits, "adobe_lakeHouse"), "the lake's limits, with the dataset's rowOverrides switch")
+		require.Equal(t, map[string]any{"defaultValue": nil, "minValue": "P1D", "maxValue": "P10Y"}, rowExpiration(t, limits, "adobe_unifiedProfile"))
 	})
 
 	t.Run("PatchIsCheckedAndAudited", func(t *testing.T) {

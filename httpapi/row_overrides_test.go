@@ -153,12 +153,14 @@ func TestRowOverridesSwitch(t *testing.T) {
 		require.Equal(t, audits, b.auditCount(t, id))
 	})
 
-	t.Run("RecordDatasetIs400", func(t *testing.T) {
+	t.Run("RecordDatasetTakesTheSwitch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := b.createDataset(t, datasetOpts{behavior: "record"})
 		resp := b.patch(t, id, overridesBody("refused"), nil)
-		requireProblem(t, resp, http.StatusBadRequest, "classification.dataBehavior")
+		require.Equal(t, http.StatusOK, resp.status, "records expire, so their own expiry can be refused too; body: %s", resp.body)
+		doc, _ := b.getDataset(t, id)
+		require.Equal(t, "refused", rowExpiration(t, doc, "adobe_lakeHouse")["rowOverrides"])
 	})
 }
 

@@ -104,6 +104,7 @@ func New(cfg Config) *Server {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	e.GET("/openapi.json", serveOpenAPI)
 	for _, prefix := range []string{"", adobePrefix} {
 		s.routes(e.Group(prefix, s.authenticate, s.checkParams))
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 )
@@ -37,8 +38,8 @@ func setupAuditCtl(t *testing.T) *auditCtlBundle {
 	auth, err := httpapi.NewAuthenticator(ctx, secret, "", time.Now)
 	require.NoError(t, err)
 	svc := postgres.NewAuditService(db)
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Datasets: postgres.NewDatasetService(db), Audit: svc, Auth: auth,
-		Ready: db.Ready, Registry: prometheus.NewRegistry()}))
+	srv := httptest.NewServer(apitest.Handler(t, httpapi.New(httpapi.Config{Datasets: postgres.NewDatasetService(db), Audit: svc, Auth: auth,
+		Ready: db.Ready, Registry: prometheus.NewRegistry()})))
 	t.Cleanup(srv.Close)
 	b := &auditCtlBundle{db: db, env: map[string]string{"RETENTION_URL": srv.URL, "AUTH_HS256_SECRET": secret}, org: "AUDITCTL@AdobeOrg"}
 	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)

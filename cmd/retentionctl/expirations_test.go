@@ -11,6 +11,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 )
@@ -23,8 +24,8 @@ func TestExpirationsCommands(t *testing.T) {
 	auth, err := httpapi.NewAuthenticator(ctx, secret, "", time.Now)
 	require.NoError(t, err)
 	datasets := postgres.NewDatasetService(db)
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Datasets: datasets, Expirations: postgres.NewExpirationService(db, 0),
-		Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry()}))
+	srv := httptest.NewServer(apitest.Handler(t, httpapi.New(httpapi.Config{Datasets: datasets, Expirations: postgres.NewExpirationService(db, 0),
+		Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry()})))
 	t.Cleanup(srv.Close)
 	c := &catalog.Caller{User: "u", ClientID: "c", Org: "EXPORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}
 	ds, err := datasets.CreateDataset(ctx, c, catalog.DatasetCreate{Name: "pilot", Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
+	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
 )
@@ -25,8 +26,8 @@ func TestRunsCommands(t *testing.T) {
 	auth, err := httpapi.NewAuthenticator(ctx, secret, "", time.Now)
 	require.NoError(t, err)
 	datasets, rows := postgres.NewDatasetService(db), postgres.NewRowService(db, 0)
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Datasets: datasets, Rows: rows, Runs: svc, Auth: auth,
-		Ready: db.Ready, Registry: prometheus.NewRegistry()}))
+	srv := httptest.NewServer(apitest.Handler(t, httpapi.New(httpapi.Config{Datasets: datasets, Rows: rows, Runs: svc, Auth: auth,
+		Ready: db.Ready, Registry: prometheus.NewRegistry()})))
 	t.Cleanup(srv.Close)
 
 	c := &catalog.Caller{User: "u", ClientID: "c", Org: "RUNSORG@AdobeOrg", Sandbox: "prod", RequestID: "r"}
