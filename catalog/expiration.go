@@ -174,7 +174,7 @@ func ValidateExpirationRef(ref string) error {
 	if IsExpirationID(ref) || datasetIDPattern.MatchString(ref) {
 		return nil
 	}
-	return Invalid("invalid-expiration-id", "ID", "ID %q must be an expiration id (SD- and a UUID) or a dataset id (24 lowercase hexadecimal characters)", clip(ref))
+	return Invalid("invalid-expiration-id", "ID", "ID %q must be an expiration id (SD- and a UUID) or a dataset id (24 lowercase hexadecimal characters)", Clip(ref))
 }
 
 // expiryLayouts are the forms expiry takes: a date (midnight UTC), or a date and time in UTC, with or without Z and
@@ -197,7 +197,7 @@ func ParseExpiry(raw any) (time.Time, error) {
 	}
 	if err != nil {
 		return time.Time{}, Invalid("invalid-expiry", "expiry",
-			"expiry %q must be an ISO 8601 date (2030-12-31, midnight UTC) or a date-time in UTC without an offset (2030-12-31T18:00:00 or 2030-12-31T18:00:00Z)", clip(s))
+			"expiry %q must be an ISO 8601 date (2030-12-31, midnight UTC) or a date-time in UTC without an offset (2030-12-31T18:00:00 or 2030-12-31T18:00:00Z)", Clip(s))
 	}
 	return t.UTC().Truncate(time.Millisecond), nil
 }
@@ -295,7 +295,7 @@ func ParseExpirationUpdate(body map[string]any) (ExpirationUpdate, error) {
 func onlyFields(body map[string]any, fields []string, what string) error {
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(fields, key) {
-			return Invalid("unknown-field", key, "%s is not a field of %s; accepted fields are %v", clip(key), what, fields)
+			return Invalid("unknown-field", key, "%s is not a field of %s; accepted fields are %v", Clip(key), what, fields)
 		}
 	}
 	return nil
@@ -315,8 +315,9 @@ func parseExpirationText(raw any, field string, maxLen int, emptyOK bool) (strin
 	return s, nil
 }
 
-// clip shortens a value quoted back in a message, so that a huge one is not echoed whole.
-func clip(s string) string {
+// Clip shortens a value quoted back in an error message to at most 64 bytes and an ellipsis, cut at a rune
+// boundary, so that a huge one is not echoed whole.
+func Clip(s string) string {
 	const most = 64
 	if len(s) <= most {
 		return s
@@ -485,7 +486,7 @@ func ParseExpirationStatuses(v string) ([]ExpirationStatus, error) {
 			continue
 		}
 		if !slices.Contains(ExpirationStatuses, ExpirationStatus(item)) {
-			return nil, Invalid("invalid-parameter", "status", "status %q is not one of %v", clip(item), ExpirationStatuses)
+			return nil, Invalid("invalid-parameter", "status", "status %q is not one of %v", Clip(item), ExpirationStatuses)
 		}
 		out = append(out, ExpirationStatus(item))
 	}
@@ -503,7 +504,7 @@ func ParseExpirationOrder(v string) ([]ExpirationOrder, error) {
 		}
 		o := ExpirationOrder{Field: strings.TrimLeft(item, "+-"), Desc: strings.HasPrefix(item, "-")}
 		if !slices.Contains(ExpirationOrderFields, o.Field) {
-			return nil, Invalid("invalid-parameter", "orderBy", "orderBy field %q is not orderable; use one of %v, prefixed + or -", clip(o.Field), ExpirationOrderFields)
+			return nil, Invalid("invalid-parameter", "orderBy", "orderBy field %q is not orderable; use one of %v, prefixed + or -", Clip(o.Field), ExpirationOrderFields)
 		}
 		out = append(out, o)
 	}

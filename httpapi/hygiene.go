@@ -119,7 +119,7 @@ func (s *Server) getExpiration(c echo.Context) error {
 	case "history":
 		withHistory = true
 	default:
-		return catalog.Invalid("invalid-parameter", "include", "include must be history, got %q", include)
+		return catalog.Invalid("invalid-parameter", "include", "include must be history, got %q", catalog.Clip(include))
 	}
 	e, err := s.expirations.FindExpiration(c.Request().Context(), caller(c), ref)
 	if err != nil {
@@ -186,7 +186,10 @@ func (s *Server) listExpirations(c echo.Context) error {
 }
 
 // parseExpirationFilter reads the listing's parameters. An empty parameter counts as absent and unknown ones are
-// ignored, as the Catalog's listing does.
+// ignored, as the Catalog's listing does. They are checked in a fixed order, and the first refused is the one the
+// 400 names, so that a request with several bad ones always gets the same answer: limit, page, datasetId,
+// datasetName, displayName, description, author, search, status, orderBy, expiryFromDate, expiryToDate,
+// expiryDate, updatedFromDate, updatedToDate, updatedDate.
 func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 	f := catalog.ExpirationFilter{Limit: catalog.DefaultExpirationLimit}
 	var err error
@@ -201,10 +204,13 @@ func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 			return f, catalog.Invalid("invalid-parameter", "datasetId", "%s", catalog.ErrorMessage(err))
 		}
 	}
-	for name, dst := range map[string]*string{"datasetName": &f.DatasetName, "displayName": &f.DisplayName,
-		"description": &f.Description, "author": &f.Author, "search": &f.Search} {
-		if *dst = c.QueryParam(name); len(*dst) > catalog.MaxExpirationSearch {
-			return f, catalog.Invalid("invalid-parameter", name, "%s must be at most %d bytes", name, catalog.MaxExpirationSearch)
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"datasetName", &f.DatasetName}, {"displayName", &f.DisplayName}, {"description", &f.Description},
+		{"author", &f.Author}, {"search", &f.Search}} {
+		if *p.dst = c.QueryParam(p.name); len(*p.dst) > catalog.MaxExpirationSearch {
+			return f, catalog.Invalid("invalid-parameter", p.name, "%s must be at most %d bytes", p.name, catalog.MaxExpirationSearch)
 		}
 	}
 	if f.Statuses, err = catalog.ParseExpirationStatuses(c.QueryParam("status")); err != nil {
@@ -227,7 +233,7 @@ func intParam(c echo.Context, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, catalog.Invalid("invalid-parameter", name, "%s must be an integer from %d to %d, got %q", name, lo, hi, v)
+		return 0, catalog.Invalid("invalid-parameter", name, "%s must be an integer from %d to %d, got %q", name, lo, hi, catalog.Clip(v))
 	}
 	return n, nil
 }
@@ -242,7 +248,7 @@ func dateWindow(c echo.Context, prefix string) (from, to *time.Time, err error) 
 		}
 		t, err := catalog.ParseExpiry(v)
 		if err != nil {
-			return nil, catalog.Invalid("invalid-parameter", name, "%s must be an ISO 8601 date or UTC date-time, got %q", name, v)
+			return nil, catalog.Invalid("invalid-parameter", name, "%s must be an ISO 8601 date or UTC date-time, got %q", name, catalog.Clip(v))
 		}
 		if end {
 			step := time.Millisecond
@@ -262,7 +268,7 @@ func dateWindow(c echo.Context, prefix string) (from, to *time.Time, err error) 
 	if day := c.QueryParam(prefix + "Date"); day != "" {
 		t, err := time.Parse("2006-01-02", day)
 		if err != nil {
-			return nil, nil, catalog.Invalid("invalid-parameter", prefix+"Date", "%sDate must be an ISO 8601 date (2030-12-31), got %q", prefix, day)
+			return nil, nil, catalog.Invalid("invalid-parameter", prefix+"Date", "%sDate must be an ISO 8601 date (2030-12-31), got %q", prefix, catalog.Clip(day))
 		}
 		next := t.Add(24 * time.Hour)
 		from, to = later(from, &t), earlier(to, &next)
@@ -309,7 +315,7 @@ func (s *Server) getQuota(c echo.Context) error {
 		quotas = append(quotas, quotaDoc{Name: q.Name, Description: quotaDescription, Consumed: q.Consumed, Quota: q.Quota})
 	case adobeQuotaTypes[1], adobeQuotaTypes[2]:
 	default:
-		return catalog.Invalid("invalid-parameter", "quotaType", "quotaType must be one of %v, got %q", adobeQuotaTypes, qt)
+		return catalog.Invalid("invalid-parameter", "quotaType", "quotaType must be one of %v, got %q", adobeQuotaTypes, catalog.Clip(qt))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"quotas": quotas})
 }

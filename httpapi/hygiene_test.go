@@ -409,6 +409,52 @@ func TestExpirationList(t *testing.T) {
 	}
 }
 
+// TestListExpirationsNamesTheFirstRefusedParameter: a listing with several bad parameters is refused naming the
+// first of the documented order, the same one on every request.
+func TestListExpirationsNamesTheFirstRefusedParameter(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	long := strings.Repeat("a", catalog.MaxExpirationSearch+1)
+	for _, tc := range []struct{ name, query, field string }{
+		{"EveryTextFilterTooLong", "search=" + long + "&author=" + long + "&description=" + long + "&displayName=" + long + "&datasetName=" + long, "datasetName"},
+		{"LaterTextFiltersTooLong", "search=" + long + "&author=" + long + "&description=" + long, "description"},
+		{"AuthorAndSearchTooLong", "search=" + long + "&author=" + long, "author"},
+		{"LimitBeforeText", "search=" + long + "&limit=0", "limit"},
+		{"TextBeforeStatus", "status=done&search=" + long, "search"},
+		{"StatusBeforeDates", "updatedDate=x&expiryFromDate=x&orderBy=name&status=done", "status"},
+		{"ExpiryBeforeUpdated", "updatedFromDate=x&expiryToDate=x", "expiryToDate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 10 {
+				requireRefusal(t, b.hygiene(t, request{method: http.MethodGet, path: "/ttl?" + tc.query}), http.StatusBadRequest,
+					"invalid-parameter", tc.field)
+			}
+		})
+	}
+}
+
+// TestHygieneRefusalsClipHugeValues: a refused parameter of 64 KiB is quoted back clipped, not whole.
+func TestHygieneRefusalsClipHugeValues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	huge := strings.Repeat("9", 64<<10)
+	for _, tc := range []struct{ name, path, field string }{
+		{"Limit", "/ttl?limit=" + huge, "limit"},
+		{"ExpiryFromDate", "/ttl?expiryFromDate=" + huge, "expiryFromDate"},
+		{"UpdatedDate", "/ttl?updatedDate=" + huge, "updatedDate"},
+		{"Status", "/ttl?status=" + huge, "status"},
+		{"OrderBy", "/ttl?orderBy=" + huge, "orderBy"},
+		{"Include", "/ttl/SD-5b5712a5-bc53-4dfd-8ee6-4548373ba1e1?include=" + huge, "include"},
+		{"ID", "/ttl/" + huge, "ID"},
+		{"QuotaType", "/quota?quotaType=" + huge, "quotaType"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := requireProblem(t, b.hygiene(t, request{method: http.MethodGet, path: tc.path}), http.StatusBadRequest, tc.field)
+			require.Less(t, len(p.Detail), 400, "detail: %.200s", p.Detail)
+		})
+	}
+}
+
 func TestExpirationQuota(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

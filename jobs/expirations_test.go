@@ -187,3 +187,46 @@ func TestExpirationNotYetDueIsLeftAlone(t *testing.T) {
 	_, err = b.datasets.FindDatasetByID(ctx, b.caller, ds)
 	require.NoError(t, err)
 }
+
+// TestExpirationOfAHeldDatasetWaitsForTheRelease: a due expiration of a dataset under a legal hold stays pending,
+// its reason naming the hold, through any number of attempts, and deletes nothing; after the release the next
+// attempt executes it, once, and the reason is gone.
+func TestExpirationOfAHeldDatasetWaitsForTheRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "under-hold", b.clock.Now().Add(25*time.Hour))
+	ref := "case 2026-207"
+	hold, err := b.datasets.PlaceHold(ctx, b.caller, ds, catalog.HoldCreate{Reason: "litigation", Reference: &ref})
+	require.NoError(t, err)
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	exp := jobs.NewExpirations(postgres.NewExpirationRunner(b.db), nil)
+	svc := postgres.NewExpirationService(b.db, 0)
+	for range 2 {
+		require.NoError(t, exp.Execute(ctx, id))
+		e, err := svc.FindExpiration(ctx, b.caller, id)
+		require.NoError(t, err)
+		require.Equal(t, catalog.ExpirationPending, e.Status)
+		require.Contains(t, e.Reason, hold.ID, "the reason names the hold")
+		require.Nil(t, e.ExecutingAt)
+		_, err = b.datasets.FindDatasetByID(ctx, b.caller, ds)
+		require.NoError(t, err, "a held dataset is not deleted")
+	}
+	require.Equal(t, 24, b.rowCount(t, ds))
+	require.Zero(t, b.auditCount(t, ds, "Delete"))
+	require.Zero(t, b.auditCount(t, id, "Execute"))
+
+	_, err = b.datasets.ReleaseHold(ctx, b.caller, ds, hold.ID)
+	require.NoError(t, err)
+	require.NoError(t, exp.Execute(ctx, id))
+	e, err := svc.FindExpiration(ctx, b.caller, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationCompleted, e.Status)
+	require.Empty(t, e.Reason)
+	require.NotNil(t, e.ExecutingAt)
+	require.NotNil(t, e.CompletedAt)
+	_, err = b.datasets.FindDatasetByID(ctx, b.caller, ds)
+	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err))
+	require.Equal(t, 1, b.auditCount(t, ds, "Delete"))
+	require.Equal(t, 1, b.auditCount(t, id, "Execute"))
+}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,11 +26,7 @@ import (
 // run reaches succeeded, no row is deleted early, and the counts stay exact.
 func TestKilledReplicaRunCompletes(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "retentiond")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	require.NoError(t, build.Run())
-
+	bin := buildRetentiond(t)
 	url := testdb.New(t)
 	db, err := postgres.Open(context.Background(), url, nil)
 	require.NoError(t, err)
