@@ -24,23 +24,10 @@ func (s *Server) getTTL(c echo.Context) error {
 
 // patchDatasetV2 answers PATCH /v2/dataSets/{id}: a deep merge of the body, answered with the updated dataset.
 func (s *Server) patchDatasetV2(c echo.Context) error {
-	id, err := datasetID(c)
+	ds, err := s.applyDatasetBody(c, catalog.ParsePatch)
 	if err != nil {
 		return err
 	}
-	body, err := readJSONObject(c)
-	if err != nil {
-		return err
-	}
-	patch, err := catalog.ParsePatch(body)
-	if err != nil {
-		return err
-	}
-	ds, err := s.datasets.PatchDataset(c.Request().Context(), caller(c), id, patch, parseIfMatch(c.Request().Header.Get("If-Match")))
-	if err != nil {
-		return err
-	}
-	setETag(c, ds)
 	return writeKeyed(c, []keyedEntry{{ds.ID, newDatasetDoc(ds, s.datasetExtensions(ds))}})
 }
 
@@ -57,24 +44,34 @@ func (s *Server) putDataset(c echo.Context) error { return s.updateDataset(c, ca
 // updateDataset applies a v1 body read by parse and answers as Adobe's v1 Catalog does: ["@/dataSets/{id}"], with
 // the new version as ETag.
 func (s *Server) updateDataset(c echo.Context, parse func(map[string]any) (*catalog.Patch, error)) error {
-	id, err := datasetID(c)
+	ds, err := s.applyDatasetBody(c, parse)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, referenceList(ds.ID))
+}
+
+// applyDatasetBody reads the request's JSON body with parse and applies it to the dataset of the path under the
+// request's If-Match, setting the new version as ETag: the one change v2 PATCH and v1 PATCH and PUT share.
+func (s *Server) applyDatasetBody(c echo.Context, parse func(map[string]any) (*catalog.Patch, error)) (*catalog.Dataset, error) {
+	id, err := datasetID(c)
+	if err != nil {
+		return nil, err
 	}
 	body, err := readJSONObject(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	patch, err := parse(body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ds, err := s.datasets.PatchDataset(c.Request().Context(), caller(c), id, patch, parseIfMatch(c.Request().Header.Get("If-Match")))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	setETag(c, ds)
-	return c.JSON(http.StatusOK, referenceList(ds.ID))
+	return ds, nil
 }
 
 type previewDoc struct {
