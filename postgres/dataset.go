@@ -69,6 +69,18 @@ func decodeDocument(raw []byte) (map[string]any, error) {
 	return doc, nil
 }
 
+// indexByID returns the datasets by id and their ids in order, for the attach functions that read a column of
+// every dataset in one query (WHERE dataset_id = ANY(ids)) and set it on each.
+func indexByID(datasets []*catalog.Dataset) (map[string]*catalog.Dataset, []string) {
+	byID := make(map[string]*catalog.Dataset, len(datasets))
+	ids := make([]string, 0, len(datasets))
+	for _, ds := range datasets {
+		byID[ds.ID] = ds
+		ids = append(ids, ds.ID)
+	}
+	return byID, ids
+}
+
 const selectRowExpirations = `
 SELECT dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at
 FROM row_expirations WHERE dataset_id = ANY($1)`
@@ -78,12 +90,7 @@ func attachRowExpirations(ctx context.Context, q querier, datasets []*catalog.Da
 	if len(datasets) == 0 {
 		return nil
 	}
-	byID := make(map[string]*catalog.Dataset, len(datasets))
-	ids := make([]string, 0, len(datasets))
-	for _, ds := range datasets {
-		byID[ds.ID] = ds
-		ids = append(ids, ds.ID)
-	}
+	byID, ids := indexByID(datasets)
 	rows, err := q.Query(ctx, selectRowExpirations, ids)
 	if err != nil {
 		return fmt.Errorf("read row expirations: %w", err)

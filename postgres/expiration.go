@@ -418,12 +418,7 @@ func attachPendingExpiries(ctx context.Context, q querier, datasets []*catalog.D
 	if len(datasets) == 0 {
 		return nil
 	}
-	byID := make(map[string]*catalog.Dataset, len(datasets))
-	ids := make([]string, 0, len(datasets))
-	for _, ds := range datasets {
-		byID[ds.ID] = ds
-		ids = append(ids, ds.ID)
-	}
+	byID, ids := indexByID(datasets)
 	rows, err := q.Query(ctx, selectPendingExpiries, ids)
 	if err != nil {
 		return fmt.Errorf("read pending expirations: %w", err)

@@ -125,11 +125,7 @@ func attachHolds(ctx context.Context, q querier, datasets []*catalog.Dataset) er
 	if len(datasets) == 0 {
 		return nil
 	}
-	byID := make(map[string]*catalog.Dataset, len(datasets))
-	ids := make([]string, 0, len(datasets))
-	for _, ds := range datasets {
-		byID[ds.ID], ids = ds, append(ids, ds.ID)
-	}
+	byID, ids := indexByID(datasets)
 	rows, err := q.Query(ctx, `SELECT dataset_id, count(*)::int FROM dataset_holds
 		WHERE dataset_id = ANY($1) AND released_at IS NULL GROUP BY dataset_id`, ids)
 	if err != nil {
