@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -118,6 +119,10 @@ func RunCurves(ctx context.Context, exe, dir, png string, maxSize int64, extra [
 		fmt.Fprintf(out, "%s: retentionbench %s\n", p.Curve, strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stdout, cmd.Stderr = out, os.Stderr
+		// Interrupted, a point stops as a bench run does on Ctrl-C, stopping its own PostgreSQL; killed outright,
+		// it would leave that cluster running and its folder behind.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = time.Minute
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%s at %d: %w", p.Curve, p.X, err)
 		}
