@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,26 +202,36 @@ func parseFigure(s string) (float64, bool) {
 	return v, true
 }
 
-// DrawCurves draws the curves of the reports in dir into a PNG, one panel a curve and one for memory, and writes
-// their table (Markdown) to out.
+// DrawCurves draws the curves of the reports in dir into a PNG, one panel a curve and one for memory, on log-log
+// axes (a straight line of slope k is a cost growing as size^k), and writes two Markdown tables to out: every
+// point with its growth exponent from the point before, and what each figure's last segment predicts at 10× the
+// largest size measured.
 func DrawCurves(dir, png string, out io.Writer) error {
 	curves, err := readCurves(dir)
 	if err != nil {
 		return err
 	}
 	var plots []*plot.Plot
-	memory := plot.New()
-	memory.Title.Text, memory.X.Label.Text, memory.Y.Label.Text = "peak RSS of retentiond", "point size", "MB"
+	memory := newPlot("peak RSS of retentiond", "point size", "MB")
 	var memLines []any
-	fmt.Fprintln(out, "| curve | figure | size | value |\n| --- | --- | --- | --- |")
+	var predictions []string
+	fmt.Fprintln(out, "| curve | figure | size | value | exponent from the point before |\n| --- | --- | --- | --- | --- |")
 	for _, c := range curveSpecs {
-		p := plot.New()
-		p.Title.Text, p.X.Label.Text, p.Y.Label.Text = c.name, c.xLabel, c.yLabel
+		p := newPlot(c.name, c.xLabel, c.yLabel)
 		var lines []any
 		for _, f := range append(slices.Clone(c.figures), curveFigure{label: "peak RSS (MB)"}) {
 			vs := curves[c.name][f.label]
-			for _, v := range vs {
-				fmt.Fprintf(out, "| %s | %s | %s | %.4g |\n", c.name, f.label, fmtInt(int64(v.x)), v.y)
+			for i, v := range vs {
+				growth := "—"
+				if i > 0 {
+					growth = fmt.Sprintf("%.2f", exponent(vs[i-1], v))
+				}
+				fmt.Fprintf(out, "| %s | %s | %s | %.4g | %s |\n", c.name, f.label, fmtInt(int64(v.x)), v.y, growth)
+			}
+			if len(vs) >= 2 {
+				last, k := vs[len(vs)-1], exponent(vs[len(vs)-2], vs[len(vs)-1])
+				predictions = append(predictions, fmt.Sprintf("| %s | %s | %.4g at %s | %.2f | %.3g at %s |", c.name,
+					f.label, last.y, fmtInt(int64(last.x)), k, last.y*math.Pow(10, k), fmtInt(int64(last.x*10))))
 			}
 			if len(vs) == 0 {
 				continue
@@ -235,15 +246,44 @@ func DrawCurves(dir, png string, out io.Writer) error {
 			}
 			lines = append(lines, f.label, pts)
 		}
-		if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		if err := addLogLogLines(p, lines); err != nil {
 			return err
 		}
 		plots = append(plots, p)
 	}
-	if err := plotutil.AddLinePoints(memory, memLines...); err != nil {
+	fmt.Fprintln(out, "\n| curve | figure | largest measured | exponent of the last segment | predicted at 10× |\n| --- | --- | --- | --- | --- |")
+	fmt.Fprintln(out, strings.Join(predictions, "\n"))
+	if err := addLogLogLines(memory, memLines); err != nil {
 		return err
 	}
 	return writePNG(append(plots, memory), png)
+}
+
+// exponent is the slope between two points on log-log axes: k where the figure grows as size^k between them.
+func exponent(a, b curveValue) float64 {
+	if a.x <= 0 || b.x <= 0 || a.y <= 0 || b.y <= 0 || a.x == b.x {
+		return math.NaN()
+	}
+	return math.Log(b.y/a.y) / math.Log(b.x/a.x)
+}
+
+// newPlot is an empty panel with its title and axis labels.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	return p
+}
+
+// addLogLogLines draws the lines (label, points, label, points…) on logarithmic axes, so that curves spanning 30×
+// in size and growing at different rates stay readable side by side. A panel without points keeps linear axes:
+// a logarithmic one has no range to draw.
+func addLogLogLines(p *plot.Plot, lines []any) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	return plotutil.AddLinePoints(p, lines...)
 }
 
 // writePNG draws the panels on a grid of three columns.
