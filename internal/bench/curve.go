@@ -125,6 +125,9 @@ func RunCurves(ctx context.Context, exe, dir, png string, maxSize int64, extra [
 		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 		cmd.WaitDelay = time.Minute
 		if err := cmd.Run(); err != nil {
+			// A point that failed or was interrupted may still have written its report: measured again next time,
+			// not kept as if it were whole.
+			_ = os.Remove(p.file(dir))
 			return fmt.Errorf("%s at %d: %w", p.Curve, p.X, err)
 		}
 	}
