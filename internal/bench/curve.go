@@ -63,7 +63,7 @@ var curveSpecs = []curveSpec{
 		}},
 	{name: "by-datasets", xLabel: "datasets (10M rows)", yLabel: "s", sizes: []int64{200, 1000, 5000},
 		figures: append(slices.Clone(runFigures), curveFigure{"TTL change", ScenarioTTLChange, "", false},
-			curveFigure{"GET /dataSets p99", ScenarioAPIReads, "GET /dataSets,", false}),
+			curveFigure{"GET /dataSets first page", ScenarioAPIReads, listingMetric, false}),
 		args: func(x int64) []string {
 			return []string{"-only", "retention-run,ttl-change,api-reads,memory", "-rows", "10000000", "-datasets", itoa(x)}
 		}},
