@@ -177,8 +177,8 @@ func (f curveFigure) value(r Report) (float64, bool) {
 		if f.baseline {
 			s = row.Baseline
 		}
-		if strings.HasPrefix(f.metric, "GET ") {
-			_, s, _ = strings.Cut(s, "p99 ") // "1,234 req/s, p99 12 ms"
+		if _, p99, ok := strings.Cut(s, "p99 "); ok {
+			s = p99 // "1,234 req/s, p99 12 ms": the latency, not the rate
 		}
 		return parseFigure(s)
 	}
