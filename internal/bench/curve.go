@@ -239,9 +239,14 @@ func DrawCurves(dir, png string, out io.Writer) error {
 			if len(vs) == 0 {
 				continue
 			}
-			pts := make(plotter.XYs, len(vs))
-			for i, v := range vs {
-				pts[i].X, pts[i].Y = v.x, v.y
+			var pts plotter.XYs
+			for _, v := range vs {
+				if v.x > 0 && v.y > 0 { // a log axis has no place for 0; the table still lists it
+					pts = append(pts, plotter.XY{X: v.x, Y: v.y})
+				}
+			}
+			if len(pts) == 0 {
+				continue
 			}
 			if f.scenario == "" {
 				memLines = append(memLines, c.name, pts)
@@ -284,9 +289,18 @@ func addLogLogLines(p *plot.Plot, lines []any) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	return plotutil.AddLinePoints(p, lines...)
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return err
+	}
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Scale, a.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		// One point, or one value: widen by a factor rather than by ±1 as a linear axis does, which could reach
+		// below zero.
+		if a.Min == a.Max {
+			a.Min, a.Max = a.Min/2, a.Max*2
+		}
+	}
+	return nil
 }
 
 // writePNG draws the panels on a grid of three columns.
