@@ -135,3 +135,37 @@ func TestOneStatementReadsStayInScope(t *testing.T) {
 	_, _, err = b.datasets.TTLLimits(ctx, b.caller, id)
 	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err))
 }
+
+// TestDatasetReadsTakeOneRoundTrip counts the statements GET /dataSets/{id} and GET /ttl/{id} send, on a dataset
+// with everything they show: one each (BEGIN and COMMIT included, had they any). The sizes of the dataset's
+// partitions, measured once a minute, are measured by the first read and reused by the counted one.
+func TestDatasetReadsTakeOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setupConfinement(t)
+	id := b.readFixtures(t)["full"]
+	ctx := context.Background()
+	_, err := b.datasets.FindDatasetByID(ctx, b.caller, id)
+	require.NoError(t, err)
+	statements := func(path string) []string {
+		b.rec.mu.Lock()
+		defer b.rec.mu.Unlock()
+		var out []string
+		for _, s := range b.rec.stmts {
+			if s.path == path {
+				out = append(out, s.sql)
+			}
+		}
+		return out
+	}
+	b.on(t, "GetDataset", func() {
+		ds, err := b.datasets.FindDatasetByID(ctx, b.caller, id)
+		require.NoError(t, err)
+		require.Positive(t, ds.Metrics.StorageSize)
+	})
+	require.Len(t, statements("GetDataset"), 1, "%q", statements("GetDataset"))
+	b.on(t, "ReadTTL", func() {
+		_, _, err := b.datasets.TTLLimits(ctx, b.caller, id)
+		require.NoError(t, err)
+	})
+	require.Len(t, statements("ReadTTL"), 1, "%q", statements("ReadTTL"))
+}
