@@ -249,8 +249,8 @@ func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog
 // datasetByIDQuery reads one dataset of the caller's scope with all that GET /dataSets/{id} shows of it, in one
 // statement: its row expirations, its count of active holds (attachHolds' count), its pending expiration's expiry
 // (attachPendingExpiries') and its lake shares (metricsQuery's). One statement is one round trip where a read-only
-// transaction of six took eight, and one snapshot for the whole answer, where READ COMMITTED gave each statement
-// its own. Each subquery probes its table's index on the dataset.
+// transaction of five statements took seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where
+// READ COMMITTED gave each statement its own. Each subquery probes its table's index on the dataset.
 const datasetByIDQuery = `
 SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
   (SELECT count(*)::int FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL),
@@ -589,7 +589,7 @@ func writeDataset(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset) error {
 }
 
 // ttlLimitsQuery reads all that GET /ttl/{id} shows in one statement (one round trip where a read-only
-// transaction and a query after it took six): the dataset of the caller's scope with its row expirations, and its
+// transaction of two statements and a query after it took five): the dataset of the caller's scope with its row expirations, and its
 // org's TTL policies (selectPolicies') as parallel arrays.
 const ttlLimitsQuery = `
 SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
