@@ -101,10 +101,11 @@ func (h *harness) readNote(m readMeasure) string {
 	return note
 }
 
-// latencyRow reports a read at the latency goal's connections: p99 under 20 ms, without a failed request.
+// latencyRow reports a read at the latency goal's connections: p99 under 20 ms, without a failed request. The p99
+// comes last, as in every row a cost curve reads its latency from.
 func (h *harness) latencyRow(m readMeasure) Row {
 	return Row{Scenario: ScenarioAPIReads, Metric: fmt.Sprintf("%s, %d connections", m.endpoint, m.conns),
-		Ours: fmt.Sprintf("p99 %s, %s, p50 %s", fmtDur(m.stats.p99), fmtRate(m.stats.perSec, "req/s"), fmtDur(m.stats.p50)), Goal: "p99 < 20 ms",
+		Ours: fmt.Sprintf("%s, p50 %s, p99 %s", fmtRate(m.stats.perSec, "req/s"), fmtDur(m.stats.p50), fmtDur(m.stats.p99)), Goal: "p99 < 20 ms",
 		Holds: verdict(m.stats.p99 < 20*time.Millisecond && m.stats.errors == 0 && m.err == nil), Note: h.readNote(m)}
 }
 

@@ -55,6 +55,7 @@ func TestReadRows(t *testing.T) {
 		require.Equal(t, Holds, row.Holds)
 		require.Equal(t, "p99 < 20 ms", row.Goal)
 		require.Equal(t, "GET /ttl/{id}, 16 connections", row.Metric)
+		require.Equal(t, "100 req/s, p50 9.5 ms, p99 19 ms", row.Ours)
 		require.Equal(t, Fails, h.latencyRow(at(16, 10_000, 20*time.Millisecond, 0)).Holds)
 		require.Equal(t, Fails, h.latencyRow(at(16, 100, time.Millisecond, 1)).Holds)
 	})
