@@ -32,13 +32,14 @@ const datasetColumns = `d.id, d.org_id, d.sandbox_name, d.name, d.description, d
 // scopeCondition keeps every query inside the caller's org and sandbox and away from deleted datasets.
 const scopeCondition = `d.org_id = $1 AND d.sandbox_name = $2 AND d.deleted_at IS NULL`
 
-func scanDataset(row pgx.Row) (*catalog.Dataset, error) {
+// scanDataset reads a row of datasetColumns, followed by the columns extra scans into, if any.
+func scanDataset(row pgx.Row, extra ...any) (*catalog.Dataset, error) {
 	var ds catalog.Dataset
 	var behavior, managedBy, overrides string
 	var schemaRef, extensions []byte
-	err := row.Scan(&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
+	err := row.Scan(append([]any{&ds.ID, &ds.Org, &ds.Sandbox, &ds.Name, &ds.Description, &ds.Tags, &behavior, &managedBy,
 		&schemaRef, &extensions, &ds.Version, &ds.Created, &ds.Updated, &ds.CreatedUser, &ds.UpdatedUser,
-		&ds.CreatedClient, &overrides)
+		&ds.CreatedClient, &overrides}, extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -97,24 +98,63 @@ func attachRowExpirations(ctx context.Context, q querier, datasets []*catalog.Da
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, store, status, setBy string
+		var id, store string
 		var ttl *string
 		var re catalog.RowExpiration
-		if err := rows.Scan(&id, &store, &ttl, &status, &setBy, &re.Updated, &re.LastCompleted); err != nil {
+		if err := rows.Scan(&id, &store, &ttl, &re.ValueStatus, &re.SetBy, &re.Updated, &re.LastCompleted); err != nil {
 			return fmt.Errorf("read row expirations: %w", err)
 		}
-		re.ValueStatus, re.SetBy = status, setBy
-		if ttl != nil {
-			p, err := retention.ParsePeriod(*ttl)
-			if err != nil {
-				return fmt.Errorf("stored ttl_value of %s/%s: %w", id, store, err)
-			}
-			re.TTL = &p
+		if err := setRowExpiration(byID[id], store, ttl, re); err != nil {
+			return err
 		}
-		byID[id].RowExpiration[catalog.Store(store)] = re
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read row expirations: %w", err)
+	}
+	return nil
+}
+
+// setRowExpiration sets a store's setting read from row_expirations on the dataset, with its stored ttl_value
+// parsed.
+func setRowExpiration(ds *catalog.Dataset, store string, ttl *string, re catalog.RowExpiration) error {
+	if ttl != nil {
+		p, err := retention.ParsePeriod(*ttl)
+		if err != nil {
+			return fmt.Errorf("stored ttl_value of %s/%s: %w", ds.ID, store, err)
+		}
+		re.TTL = &p
+	}
+	ds.RowExpiration[catalog.Store(store)] = re
+	return nil
+}
+
+// rowExpirationArrays aggregates the row_expirations of the dataset d into one row of parallel arrays (NULL when it
+// has none), for the statements that read a dataset whole in one round trip. The aggregates of one pass see the rows
+// in the same order, so the arrays' elements line up.
+const rowExpirationArrays = `SELECT array_agg(r.store) AS stores, array_agg(r.ttl_value) AS ttls,
+  array_agg(r.value_status) AS statuses, array_agg(r.set_by) AS set_bys, array_agg(r.updated_at) AS updated,
+  array_agg(r.last_completed_at) AS completed
+FROM row_expirations r WHERE r.dataset_id = d.id`
+
+// rowExpirationColumns are the scan targets of rowExpirationArrays.
+type rowExpirationColumns struct {
+	stores, statuses, setBys []string
+	ttls                     []*string
+	updated                  []time.Time
+	completed                []*time.Time
+}
+
+func (c *rowExpirationColumns) targets() []any {
+	return []any{&c.stores, &c.ttls, &c.statuses, &c.setBys, &c.updated, &c.completed}
+}
+
+// set sets the settings read on the dataset, as attachRowExpirations does for a listing.
+func (c *rowExpirationColumns) set(ds *catalog.Dataset) error {
+	for i, store := range c.stores {
+		re := catalog.RowExpiration{ValueStatus: c.statuses[i], SetBy: c.setBys[i], Updated: c.updated[i], LastCompleted: c.completed[i]}
+		if err := setRowExpiration(ds, store, c.ttls[i], re); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -139,11 +179,20 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 	return ds, nil
 }
 
+// lakeShares are the counters of the lake rows, summed per (dataset, partition) by the statements that select from
+// it: metricsQuery for a listing, datasetByIDQuery for one dataset.
+const lakeShares = `FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
+WHERE st.row_count > 0`
+
 // metricsQuery reads each dataset's lake rows per partition from the counters.
-const metricsQuery = `
-SELECT st.dataset_id, st.partition_name, sum(st.row_count)::bigint
-FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
-WHERE st.dataset_id = ANY($1) AND st.row_count > 0 GROUP BY 1, 2`
+const metricsQuery = `SELECT st.dataset_id, st.partition_name, sum(st.row_count)::bigint ` + lakeShares + `
+  AND st.dataset_id = ANY($1) GROUP BY 1, 2`
+
+// share is a dataset's rows in one lake partition.
+type share struct {
+	dataset, partition string
+	rows               int64
+}
 
 // attachMetrics fills each time-series dataset's lake metrics: its row count from the counters, and its storage as
 // its rows times the bytes per row of each partition they share with other datasets.
@@ -160,10 +209,6 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 	if len(ids) == 0 {
 		return nil
 	}
-	type share struct {
-		dataset, partition string
-		rows               int64
-	}
 	rows, err := q.Query(ctx, metricsQuery, ids)
 	if err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
@@ -175,6 +220,14 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 		return nil
 	}); err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
+	}
+	return db.addShares(ctx, q, byID, shares)
+}
+
+// addShares adds each share to its dataset's metrics, its storage estimated by the bytes per row of its partition.
+func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog.Dataset, shares []share) error {
+	if len(shares) == 0 {
+		return nil
 	}
 	parts := make([]string, 0, len(shares))
 	for _, sh := range shares {
@@ -193,24 +246,58 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 	return nil
 }
 
-// FindDatasetByID implements catalog.DatasetService.
+// datasetByIDQuery reads one dataset of the caller's scope with all that GET /dataSets/{id} shows of it, in one
+// statement: its row expirations, its count of active holds (attachHolds' count), its pending expiration's expiry
+// (attachPendingExpiries') and its lake shares (metricsQuery's). One statement is one round trip where a read-only
+// transaction of five statements took seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where
+// READ COMMITTED gave each statement its own. Each subquery probes its table's index on the dataset.
+const datasetByIDQuery = `
+SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
+  (SELECT count(*)::int FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL),
+  (SELECT max(e.expiry) FROM dataset_expirations e WHERE e.dataset_id = d.id AND e.status = 'pending'),
+  m.partitions, m.row_counts
+FROM datasets d
+CROSS JOIN LATERAL (` + rowExpirationArrays + `) re
+CROSS JOIN LATERAL (SELECT array_agg(s.partition_name) AS partitions, array_agg(s.rows) AS row_counts
+  FROM (SELECT st.partition_name, sum(st.row_count)::bigint AS rows ` + lakeShares + `
+    AND st.dataset_id = d.id GROUP BY 1) s) m
+WHERE ` + scopeCondition + ` AND d.id = $3`
+
+// FindDatasetByID implements catalog.DatasetService, in one statement (datasetByIDQuery).
 func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Dataset, err error) {
 	defer outage(&err)
-	var ds *catalog.Dataset
-	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		if ds, err = findDataset(ctx, tx, c, id, false); err != nil {
-			return err
-		}
-		if err := attachHolds(ctx, tx, []*catalog.Dataset{ds}); err != nil {
-			return err
-		}
-		if err := attachPendingExpiries(ctx, tx, []*catalog.Dataset{ds}); err != nil {
-			return err
-		}
-		return s.db.attachMetrics(ctx, tx, []*catalog.Dataset{ds}, s.db.now())
-	})
-	return ds, err
+	now := s.db.now()
+	var re rowExpirationColumns
+	var holds int
+	var pending *time.Time
+	var partitions []string
+	var counts []int64
+	ds, err := scanDataset(s.db.Pool.QueryRow(ctx, datasetByIDQuery, c.Org, c.Sandbox, id),
+		append(re.targets(), &holds, &pending, &partitions, &counts)...)
+	if err != nil {
+		return nil, translate(err, notFoundMessage(id))
+	}
+	if err := re.set(ds); err != nil {
+		return nil, err
+	}
+	ds.ActiveHolds = holds
+	if pending != nil {
+		t := pending.UTC()
+		ds.PendingExpiry = &t
+	}
+	if !ds.IsTimeSeries() {
+		return ds, nil
+	}
+	ds.Metrics = &catalog.Metrics{AsOf: now}
+	shares := make([]share, len(partitions))
+	for i, p := range partitions {
+		shares[i] = share{dataset: ds.ID, partition: p, rows: counts[i]}
+	}
+	// The sizes are measured on the pool: the statement above has released its connection.
+	if err := s.db.addShares(ctx, s.db.Pool, map[string]*catalog.Dataset{ds.ID: ds}, shares); err != nil {
+		return nil, err
+	}
+	return ds, nil
 }
 
 // FindDatasets implements catalog.DatasetService.
@@ -501,19 +588,34 @@ func writeDataset(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset) error {
 	return fmt.Errorf("update dataset %s: %w", ds.ID, err)
 }
 
-// TTLLimits implements catalog.DatasetService.
+// ttlLimitsQuery reads all that GET /ttl/{id} shows in one statement (one round trip where a read-only
+// transaction of two statements and a query after it took five): the dataset of the caller's scope with its row expirations, and its
+// org's TTL policies (selectPolicies') as parallel arrays.
+const ttlLimitsQuery = `
+SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
+  pol.stores, pol.managed_bys, pol.records, pol.mins, pol.maxes, pol.defaults
+FROM datasets d
+CROSS JOIN LATERAL (` + rowExpirationArrays + `) re
+CROSS JOIN LATERAL (SELECT array_agg(t.store) AS stores, array_agg(t.managed_by) AS managed_bys,
+  array_agg(t.records) AS records, array_agg(t.min_value) AS mins, array_agg(t.max_value) AS maxes,
+  array_agg(t.default_value) AS defaults
+  FROM ttl_policies t WHERE t.org_id = $1) pol
+WHERE ` + scopeCondition + ` AND d.id = $3`
+
+// TTLLimits implements catalog.DatasetService, in one statement (ttlLimitsQuery). The dataset's metrics are not
+// read: the limits answer does not show them.
 func (s *DatasetService) TTLLimits(ctx context.Context, c *catalog.Caller, id string) (_ *catalog.Dataset, _ map[catalog.Store]catalog.Limits, err error) {
 	defer outage(&err)
-	var ds *catalog.Dataset
-	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var err error
-		ds, err = findDataset(ctx, tx, c, id, false) // no metrics: the limits answer does not show them
-		return err
-	})
+	var re rowExpirationColumns
+	var pol policyColumns
+	ds, err := scanDataset(s.db.Pool.QueryRow(ctx, ttlLimitsQuery, c.Org, c.Sandbox, id), append(re.targets(), pol.targets()...)...)
 	if err != nil {
+		return nil, nil, translate(err, notFoundMessage(id))
+	}
+	if err := re.set(ds); err != nil {
 		return nil, nil, err
 	}
-	all, err := findLimits(ctx, s.db.Pool, c.Org)
+	all, err := limitsWith(c.Org, pol.rows())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,7 +26,28 @@ func (s *PolicyService) FindLimits(ctx context.Context, org string) (map[catalog
 	return findLimits(ctx, s.db.Pool, org)
 }
 
+// policyRow is a row of ttl_policies: an org's override of the built-in limits of one key.
+type policyRow struct {
+	Store, ManagedBy string
+	Records          bool
+	Min              string
+	Max, Default     *string
+}
+
 func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyKey]catalog.Limits, error) {
+	rows, err := q.Query(ctx, selectPolicies, org)
+	if err != nil {
+		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)
+	}
+	overrides, err := pgx.CollectRows(rows, pgx.RowToStructByPos[policyRow])
+	if err != nil {
+		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)
+	}
+	return limitsWith(org, overrides)
+}
+
+// limitsWith returns the built-in limits with the org's overrides in place of theirs.
+func limitsWith(org string, overrides []policyRow) (map[catalog.PolicyKey]catalog.Limits, error) {
 	limits := make(map[catalog.PolicyKey]catalog.Limits, len(catalog.BuiltinLimits))
 	for k, l := range catalog.BuiltinLimits {
 		if l.Max != nil {
@@ -34,20 +55,6 @@ func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyK
 			l.Max = &m // callers get their own copy, never a pointer into the built-in table
 		}
 		limits[k] = l
-	}
-	rows, err := q.Query(ctx, selectPolicies, org)
-	if err != nil {
-		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)
-	}
-	type row struct {
-		Store, ManagedBy string
-		Records          bool
-		Min              string
-		Max, Default     *string
-	}
-	overrides, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
-	if err != nil {
-		return nil, fmt.Errorf("read TTL policies of %s: %w", org, err)
 	}
 	for _, o := range overrides {
 		l, err := parseLimits(o.Min, o.Max, o.Default)
@@ -57,6 +64,26 @@ func findLimits(ctx context.Context, q querier, org string) (map[catalog.PolicyK
 		limits[catalog.PolicyKey{Store: catalog.Store(o.Store), ManagedBy: catalog.ManagedBy(o.ManagedBy), Records: o.Records}] = l
 	}
 	return limits, nil
+}
+
+// policyColumns are the scan targets of an org's ttl_policies aggregated into parallel arrays (ttlLimitsQuery).
+type policyColumns struct {
+	stores, managedBys, mins []string
+	records                  []bool
+	maxes, defaults          []*string
+}
+
+func (c *policyColumns) targets() []any {
+	return []any{&c.stores, &c.managedBys, &c.records, &c.mins, &c.maxes, &c.defaults}
+}
+
+// rows returns the policies read, as findLimits reads them.
+func (c *policyColumns) rows() []policyRow {
+	out := make([]policyRow, len(c.stores))
+	for i := range c.stores {
+		out[i] = policyRow{Store: c.stores[i], ManagedBy: c.managedBys[i], Records: c.records[i], Min: c.mins[i], Max: c.maxes[i], Default: c.defaults[i]}
+	}
+	return out
 }
 
 // parseLimits reads a policy row; a NULL default_value is a null default (record policies only).

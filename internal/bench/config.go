@@ -36,10 +36,12 @@ type Config struct {
 	// measurement of the run-under-load scenario.
 	LoadConns    int
 	LoadDuration time.Duration
-	// APIConns clients read for APIDuration each endpoint; pgbench -S runs as long with as many clients, or, when
-	// PgbenchTransactions is positive, until each client has run that many transactions: a floor of work rather
-	// than of time, so that a slow or busy machine still measures something.
+	// APIConns clients read for APIDuration each endpoint, for the throughput goal; pgbench -S runs as long with as
+	// many clients, or, when PgbenchTransactions is positive, until each client has run that many transactions: a
+	// floor of work rather than of time, so that a slow or busy machine still measures something. APILatencyConns
+	// clients read each endpoint as long before, for the latency goal.
 	APIConns            int
+	APILatencyConns     int
 	APIDuration         time.Duration
 	PgbenchScale        int
 	PgbenchJobs         int
@@ -105,7 +107,7 @@ func DefaultConfig() Config {
 		TTLRows:  1_000_000,
 		HTTPRows: 1_000_000, HTTPDatasets: 10, HTTPStreams: 2, HTTPBodyRows: 5000,
 		LoadConns: 4, LoadDuration: 10 * time.Second,
-		APIConns: 64, APIDuration: 10 * time.Second, PgbenchScale: 10, PgbenchJobs: 2,
+		APIConns: 64, APILatencyConns: 16, APIDuration: 10 * time.Second, PgbenchScale: 10, PgbenchJobs: 2,
 		PreviewRows: 10_000_000, AuditEvents: 10_000_000,
 		PGSettings: DefaultPGSettings(),
 		DocPath:    "docs/benchmarks.md",
@@ -122,7 +124,7 @@ func SmokeConfig() Config {
 	c.TTLRows = 10_000
 	c.HTTPRows, c.HTTPDatasets, c.HTTPBodyRows = 10_000, 2, 2000
 	c.LoadConns, c.LoadDuration = 2, time.Second
-	c.APIConns, c.APIDuration, c.PgbenchScale = 16, time.Second, 1
+	c.APIConns, c.APILatencyConns, c.APIDuration, c.PgbenchScale = 16, 4, time.Second, 1
 	// A second of pgbench with 16 clients can end before any of them completes a transaction on a loaded machine.
 	c.PgbenchTransactions = 50
 	c.PreviewRows, c.AuditEvents = 10_000, 10_000
@@ -144,7 +146,7 @@ func (c *Config) validate() error {
 		name string
 		v    int
 	}{{"-load-workers", c.LoadWorkers}, {"-run-trials", c.RunTrials}, {"-ttl-rows", c.TTLRows}, {"-http-rows", c.HTTPRows}, {"-http-datasets", c.HTTPDatasets},
-		{"-http-streams", c.HTTPStreams}, {"-http-body-rows", c.HTTPBodyRows}, {"-load-conns", c.LoadConns}, {"-api-conns", c.APIConns},
+		{"-http-streams", c.HTTPStreams}, {"-http-body-rows", c.HTTPBodyRows}, {"-load-conns", c.LoadConns}, {"-api-conns", c.APIConns}, {"-api-latency-conns", c.APILatencyConns},
 		{"-pgbench-scale", c.PgbenchScale}, {"-pgbench-jobs", c.PgbenchJobs}, {"-preview-rows", c.PreviewRows}, {"-audit-events", c.AuditEvents}} {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.name, n.v))
@@ -202,7 +204,8 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.IntVar(&c.HTTPBodyRows, "http-body-rows", c.HTTPBodyRows, "rows per ingestion request")
 	fs.IntVar(&c.LoadConns, "load-conns", c.LoadConns, "clients reading GET /ttl/{id} during the run under load and the TTL change")
 	fs.DurationVar(&c.LoadDuration, "load-duration", c.LoadDuration, "idle measurement of the run-under-load scenario")
-	fs.IntVar(&c.APIConns, "api-conns", c.APIConns, "connections of the API-reads scenario and of pgbench")
+	fs.IntVar(&c.APIConns, "api-conns", c.APIConns, "connections of the API-reads throughput rows and of pgbench")
+	fs.IntVar(&c.APILatencyConns, "api-latency-conns", c.APILatencyConns, "connections of the API-reads latency rows (p99 < 20 ms)")
 	fs.DurationVar(&c.APIDuration, "api-duration", c.APIDuration, "duration of each API-reads measurement and of pgbench")
 	fs.IntVar(&c.PgbenchScale, "pgbench-scale", c.PgbenchScale, "pgbench -i scale")
 	fs.IntVar(&c.PgbenchJobs, "pgbench-jobs", c.PgbenchJobs, "pgbench -j")

@@ -99,13 +99,16 @@ func (h *harness) ingestion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Each variant's goal is a share of raw COPY: issue #20 asks half for events with _id (as XDM events carry) and
+	// keeps the quarter of the earlier goal for events without.
 	type variant struct {
 		metric, prefix string
 		clientIDs      bool
+		goal           float64
 	}
 	var withIDs *httpBatch
 	results := map[string]time.Duration{}
-	variants := []variant{{"POST rows, events with _id", "http-id", true}, {"POST rows, events without _id", "http-noid", false}}
+	variants := []variant{{"POST rows, events with _id", "http-id", true, 0.5}, {"POST rows, events without _id", "http-noid", false, 0.25}}
 	for _, v := range variants {
 		b, err := h.prepareHTTP(ctx, api, v.prefix, v.clientIDs, cfg.HTTPRows, cfg.HTTPDatasets)
 		if err != nil {
@@ -150,7 +153,7 @@ func (h *harness) ingestion(ctx context.Context) error {
 	for _, v := range variants {
 		rate := float64(cfg.HTTPRows) / results[v.metric].Seconds()
 		h.report.add(Row{Scenario: ScenarioIngestion, Metric: v.metric, Ours: fmtRate(rate, "rows/s"), Baseline: fmtRate(raw, "rows/s") + " (raw COPY)",
-			Ratio: fmtPct(rate / raw), Goal: "≥ 25% of raw COPY", Holds: verdict(rate/raw >= 0.25),
+			Ratio: fmtPct(rate / raw), Goal: fmt.Sprintf("≥ %s of raw COPY", fmtPct(v.goal)), Holds: verdict(rate/raw >= v.goal),
 			Note: fmt.Sprintf("%s rows as NDJSON, %s events a request, %d clients at once over %d datasets, into the store the earlier scenarios left (%s wall time). "+
 				"Baseline: the same rows, exported from the service, COPY in %d streams into the baseline table as its DELETE left it (vacuumed), with the same indexes",
 				fmtInt(int64(cfg.HTTPRows)), fmtInt(int64(cfg.HTTPBodyRows)), cfg.HTTPStreams, cfg.HTTPDatasets, fmtDur(results[v.metric]), cfg.HTTPStreams)})

@@ -12,8 +12,20 @@ import (
 	"time"
 )
 
-// apiReads measures GET /ttl/{id} and GET /dataSets/{id} with APIConns clients in a closed loop, one keep-alive
-// connection each, against pgbench -S (a bare primary-key read) with as many clients on the same server.
+// readEndpoints are the endpoints apiReads measures, by name and path prefix.
+var readEndpoints = []struct{ name, prefix string }{{"GET /ttl/{id}", "/ttl/"}, {"GET /dataSets/{id}", "/dataSets/"}}
+
+// readMeasure is one endpoint measured at one number of connections.
+type readMeasure struct {
+	endpoint string
+	conns    int
+	stats    latencyStats
+	err      error // the first failed request, if any: measured all the same
+}
+
+// apiReads measures GET /ttl/{id} and GET /dataSets/{id} with clients in a closed loop, one keep-alive connection
+// each: with APILatencyConns clients for the latency goal (p99 < 20 ms), and with APIConns for the throughput goal
+// (at least 40% of pgbench -S, a bare primary-key read, with as many clients on the same server).
 func (h *harness) apiReads(ctx context.Context) error {
 	cfg := h.cfg
 	api, err := h.client(orgMain)
@@ -21,9 +33,10 @@ func (h *harness) apiReads(ctx context.Context) error {
 		return err
 	}
 	api = api.forLoad()
-	pick := func(c, i int) string { return h.mainIDs[(c+i*cfg.APIConns)%len(h.mainIDs)] }
 	// Warm up the connections and the service's pool.
-	warm := startLoad(ctx, cfg.APIConns, func(ctx context.Context, c, i int) (int, error) { return 0, api.get(ctx, "/ttl/"+pick(c, i)) })
+	warm := startLoad(ctx, cfg.APIConns, func(ctx context.Context, c, i int) (int, error) {
+		return 0, api.get(ctx, "/ttl/"+h.pickRead(c, i, cfg.APIConns))
+	})
 	if err := sleepCtx(ctx, warmUp(cfg.APIDuration)); err != nil {
 		_, _ = warm.stop()
 		return err
@@ -31,64 +44,93 @@ func (h *harness) apiReads(ctx context.Context) error {
 	if _, err := warm.stop(); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	type endpoint struct{ name, prefix string }
-	stats := map[string]latencyStats{}
-	failures := map[string]error{}
-	for _, e := range []endpoint{{"GET /ttl/{id}", "/ttl/"}, {"GET /dataSets/{id}", "/dataSets/"}} {
-		h.step("API reads: %s, %d connections, %v", e.name, cfg.APIConns, cfg.APIDuration)
-		l := startLoad(ctx, cfg.APIConns, func(ctx context.Context, c, i int) (int, error) { return 0, api.get(ctx, e.prefix+pick(c, i)) })
-		from := time.Now()
-		if err := sleepCtx(ctx, cfg.APIDuration); err != nil {
-			_, _ = l.stop()
-			return err
-		}
-		to := time.Now()
-		samples, err := l.stop()
-		stats[e.name] = latencies(samples, from, to)
-		if err != nil {
-			// Measured all the same: the failures are part of the figure, and the next endpoint still runs.
-			failures[e.name] = err
+	var measures []readMeasure
+	for _, conns := range []int{cfg.APILatencyConns, cfg.APIConns} {
+		for _, e := range readEndpoints {
+			m, err := h.measureRead(ctx, api, e.name, e.prefix, conns)
+			if err != nil {
+				return err
+			}
+			measures = append(measures, m)
 		}
 	}
 
 	h.step("API reads: pgbench -S")
 	tps, pgNote, pgErr := h.pgbench(ctx)
-	for _, name := range []string{"GET /ttl/{id}", "GET /dataSets/{id}"} {
-		st := stats[name]
-		failed := ""
-		if err := failures[name]; err != nil {
-			failed = fmt.Sprintf(" FAILED REQUESTS: %d in the window (each bounded to %v); the first: %v.", st.errors, loadRequestTimeout, err)
-		}
-		row := Row{Scenario: ScenarioAPIReads, Metric: fmt.Sprintf("%s, %d connections", name, cfg.APIConns),
-			Ours: fmt.Sprintf("%s, p99 %s", fmtRate(st.perSec, "req/s"), fmtDur(st.p99)), Goal: "≥ 40% of pgbench; p99 < 20 ms",
-			Note: fmt.Sprintf("Go load generator, %d clients in a closed loop for %v, each on its own keep-alive connection, over %d datasets: %s. Baseline: %s",
-				cfg.APIConns, cfg.APIDuration, len(h.mainIDs), st, pgNote) + failed}
-		if pgErr != nil {
-			row.Baseline, row.Holds = "pgbench failed", Errored
-			row.Note += fmt.Sprintf(" (%v)", pgErr)
-		} else {
-			ratio := st.perSec / tps
-			row.Baseline, row.Ratio = fmtRate(tps, "TPS (pgbench -S)"), fmtPct(ratio)
-			row.Holds = verdict(ratio >= 0.4 && st.p99 < 20*time.Millisecond && st.errors == 0)
-		}
-		if failures[name] != nil {
-			row.Holds = Fails
-		}
-		h.report.add(row)
-	}
 	var errs []error
-	for _, name := range []string{"GET /ttl/{id}", "GET /dataSets/{id}"} {
-		if err := failures[name]; err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+	for _, m := range measures {
+		if m.conns == cfg.APIConns {
+			h.report.add(h.throughputRow(m, tps, pgNote, pgErr))
+		} else {
+			h.report.add(h.latencyRow(m))
+		}
+		if m.err != nil {
+			errs = append(errs, fmt.Errorf("%s, %d connections: %w", m.endpoint, m.conns, m.err))
 		}
 	}
 	return errors.Join(append(errs, pgErr)...)
 }
 
+// pickRead spreads the clients' requests over the datasets.
+func (h *harness) pickRead(c, i, conns int) string { return h.mainIDs[(c+i*conns)%len(h.mainIDs)] }
+
+// measureRead reads the endpoint with conns clients for APIDuration. Failed requests do not end the measurement:
+// they are part of its figure, and the next measurement still runs.
+func (h *harness) measureRead(ctx context.Context, api *apiClient, name, prefix string, conns int) (readMeasure, error) {
+	h.step("API reads: %s, %d connections, %v", name, conns, h.cfg.APIDuration)
+	l := startLoad(ctx, conns, func(ctx context.Context, c, i int) (int, error) {
+		return 0, api.get(ctx, prefix+h.pickRead(c, i, conns))
+	})
+	from := time.Now()
+	if err := sleepCtx(ctx, h.cfg.APIDuration); err != nil {
+		_, _ = l.stop()
+		return readMeasure{}, err
+	}
+	to := time.Now()
+	samples, err := l.stop()
+	return readMeasure{endpoint: name, conns: conns, stats: latencies(samples, from, to), err: err}, nil
+}
+
+// readNote says how a read was measured, and its failures if any.
+func (h *harness) readNote(m readMeasure) string {
+	note := fmt.Sprintf("Go load generator, %d clients in a closed loop for %v, each on its own keep-alive connection, over %d datasets: %s.",
+		m.conns, h.cfg.APIDuration, len(h.mainIDs), m.stats)
+	if m.err != nil {
+		note += fmt.Sprintf(" FAILED REQUESTS: %d in the window (each bounded to %v); the first: %v.", m.stats.errors, loadRequestTimeout, m.err)
+	}
+	return note
+}
+
+// latencyRow reports a read at the latency goal's connections: p99 under 20 ms, without a failed request. The p99
+// comes last, as in every row a cost curve reads its latency from.
+func (h *harness) latencyRow(m readMeasure) Row {
+	return Row{Scenario: ScenarioAPIReads, Metric: fmt.Sprintf("%s, %d connections", m.endpoint, m.conns),
+		Ours: fmt.Sprintf("%s, p50 %s, p99 %s", fmtRate(m.stats.perSec, "req/s"), fmtDur(m.stats.p50), fmtDur(m.stats.p99)), Goal: "p99 < 20 ms",
+		Holds: verdict(m.stats.p99 < 20*time.Millisecond && m.stats.errors == 0 && m.err == nil), Note: h.readNote(m)}
+}
+
+// throughputRow reports a read at the throughput goal's connections against pgbench -S with as many clients: at
+// least 40% of its rate, without a failed request. The p99 is shown, not judged: on 2 cores, 64 closed-loop clients
+// queue whatever each request costs.
+func (h *harness) throughputRow(m readMeasure, tps float64, pgNote string, pgErr error) Row {
+	row := Row{Scenario: ScenarioAPIReads, Metric: fmt.Sprintf("%s, %d connections", m.endpoint, m.conns),
+		Ours: fmt.Sprintf("%s, p99 %s", fmtRate(m.stats.perSec, "req/s"), fmtDur(m.stats.p99)), Goal: "≥ 40% of pgbench -S",
+		Note: h.readNote(m) + " Baseline: " + pgNote}
+	if pgErr != nil {
+		row.Baseline, row.Holds = "pgbench failed", Errored
+		row.Note += fmt.Sprintf(" (%v)", pgErr)
+		return row
+	}
+	ratio := m.stats.perSec / tps
+	row.Baseline, row.Ratio = fmtRate(tps, "TPS (pgbench -S)"), fmtPct(ratio)
+	row.Holds = verdict(ratio >= 0.4 && m.stats.errors == 0 && m.err == nil)
+	return row
+}
+
 var tpsPattern = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
 
 // pgbench initializes a pgbench database on the same server and runs the select-only script with the API test's
-// number of clients for as long.
+// throughput clients (APIConns) for as long.
 func (h *harness) pgbench(ctx context.Context) (float64, string, error) {
 	cfg := h.cfg
 	bin, err := h.pg.pgbenchPath()

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -37,5 +38,44 @@ func TestPgbenchArgs(t *testing.T) {
 		require.Equal(t, "-t 7", length)
 		_, err = ParseFlags([]string{"-pgbench-transactions", "-1"}, nil)
 		require.ErrorContains(t, err, "-pgbench-transactions")
+	})
+}
+
+// The latency rows judge the p99 alone; the throughput rows judge the share of pgbench -S alone, their p99 shown but
+// not judged; a failed request fails either.
+func TestReadRows(t *testing.T) {
+	t.Parallel()
+	h := &harness{cfg: DefaultConfig(), mainIDs: []string{"a", "b"}}
+	at := func(conns int, rate float64, p99 time.Duration, failed int) readMeasure {
+		return readMeasure{endpoint: "GET /ttl/{id}", conns: conns, stats: latencyStats{n: 100, errors: failed, perSec: rate, p50: p99 / 2, p99: p99, max: p99}}
+	}
+	t.Run("LatencyJudgesTheP99", func(t *testing.T) {
+		t.Parallel()
+		row := h.latencyRow(at(16, 100, 19*time.Millisecond, 0))
+		require.Equal(t, Holds, row.Holds)
+		require.Equal(t, "p99 < 20 ms", row.Goal)
+		require.Equal(t, "GET /ttl/{id}, 16 connections", row.Metric)
+		require.Equal(t, "100 req/s, p50 9.5 ms, p99 19 ms", row.Ours)
+		require.Equal(t, Fails, h.latencyRow(at(16, 10_000, 20*time.Millisecond, 0)).Holds)
+		require.Equal(t, Fails, h.latencyRow(at(16, 100, time.Millisecond, 1)).Holds)
+	})
+	t.Run("ThroughputJudgesTheShareOfPgbench", func(t *testing.T) {
+		t.Parallel()
+		row := h.throughputRow(at(64, 400, 900*time.Millisecond, 0), 1000, "pgbench -S", nil)
+		require.Equal(t, Holds, row.Holds, "a p99 of 900 ms does not fail the throughput goal")
+		require.Equal(t, "≥ 40% of pgbench -S", row.Goal)
+		require.Equal(t, "40%", row.Ratio)
+		require.Equal(t, Fails, h.throughputRow(at(64, 399, time.Millisecond, 0), 1000, "pgbench -S", nil).Holds)
+		require.Equal(t, Fails, h.throughputRow(at(64, 900, time.Millisecond, 1), 1000, "pgbench -S", nil).Holds)
+		require.Equal(t, Errored, h.throughputRow(at(64, 900, time.Millisecond, 0), 0, "", errors.New("no pgbench")).Holds)
+	})
+	t.Run("FlagSetsTheLatencyConnections", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := ParseFlags([]string{"-api-latency-conns", "8"}, nil)
+		require.NoError(t, err)
+		require.Equal(t, 8, cfg.APILatencyConns)
+		require.Equal(t, 64, cfg.APIConns)
+		_, err = ParseFlags([]string{"-api-latency-conns", "0"}, nil)
+		require.ErrorContains(t, err, "-api-latency-conns")
 	})
 }
