@@ -230,8 +230,9 @@ type TagFilter struct {
 // Order sorts by one of the orderable fields.
 type Order struct {
 	// Field is "name", "created", "updated", "classification.dataBehavior", "classification.managedBy", a store's
-	// "extensions.<store>.rowExpiration.ttlValue", "extensions.adobe_lakeHouse.rowExpiration.lastCompleted" or
-	// "extensions.adobe_lakeHouse.metrics.rowCount".
+	// "extensions.<store>.rowExpiration.ttlValue", "extensions.adobe_lakeHouse.rowExpiration.lastCompleted",
+	// "extensions.adobe_lakeHouse.metrics.rowCount" or "extensions.adobe_lakeHouse.metrics.storageSize" (the
+	// estimate the listing shows, measured by the listing itself).
 	Field string
 	Desc  bool
 }
