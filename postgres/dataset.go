@@ -314,6 +314,11 @@ var orderColumns = map[string]string{
 	"extensions.adobe_lakeHouse.metrics.rowCount": `(SELECT COALESCE(sum(st.row_count), 0) FROM row_stats st
 		WHERE st.dataset_id = d.id AND st.row_count > 0 AND EXISTS (SELECT 1 FROM row_partitions p
 		WHERE p.name = st.partition_name AND p.store = 'adobe_lakeHouse'))`,
+	// The SQL twin of catalog.Dataset.NextRun: the store's next run, the same for every dataset that has one, for a
+	// dataset with a lake rowExpiration (0), none while held (1, after those: the run comes after the release), and
+	// NULL without a rowExpiration.
+	"extensions.adobe_lakeHouse.rowExpiration.nextRun": `(SELECT CASE WHEN ` + heldCondition + ` THEN 1 ELSE 0 END
+		FROM row_expirations r WHERE r.dataset_id = d.id AND r.store = 'adobe_lakeHouse')`,
 	storageField: "COALESCE(storage.size, 0)",
 }
 
@@ -545,7 +550,11 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 				}
 			}
 		}
-		return writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails()))
+		if err := writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails())); err != nil {
+			return err
+		}
+		// The answer shows the dataset's holds, as GET does, and with them whether a run may remove its rows.
+		return attachHolds(ctx, tx, []*catalog.Dataset{next})
 	})
 	if err != nil {
 		return nil, err
