@@ -196,8 +196,13 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 	if err != nil {
 		return err
 	}
+	// Summed, then truncated, as storageCTE does.
+	sizes := make(map[string]float64, len(byID))
 	for _, sh := range shares {
-		byID[sh.dataset].Metrics.StorageSize += int64(float64(sh.rows) * perRow[sh.partition])
+		sizes[sh.dataset] += float64(sh.rows) * perRow[sh.partition]
+	}
+	for id, size := range sizes {
+		byID[id].Metrics.StorageSize = int64(size)
 	}
 	return nil
 }
@@ -276,25 +281,23 @@ func (r extraColumns) Scan(dest ...any) error { return r.Row.Scan(append(dest, r
 const storageField = "extensions.adobe_lakeHouse.metrics.storageSize"
 
 // storageCTE estimates, in the listing's statement, the lake storage of every dataset its filters keep, as
-// attachMetrics does: each partition's size on disk over its rows (of every dataset), measured once in the
-// statement, times the dataset's rows there. Only the partitions holding rows of those datasets are measured, so
-// another tenant's partitions cost the listing nothing (internal/hostile holds it); to_regclass makes a partition a
-// run dropped meanwhile measure NULL, not fail. Its per-dataset figure, storage.size, is both the order and what the
-// listing shows.
+// attachMetrics does: each lake partition's size on disk over its rows (of every dataset), measured once in the
+// statement, times the dataset's rows there, summed. Only the partitions holding rows of those datasets are
+// measured, so another tenant's partitions cost the listing nothing (internal/hostile holds it); to_regclass makes a
+// partition a run dropped meanwhile measure NULL, not fail. Its per-dataset figure, storage.size, is both the order
+// and what the listing shows.
 func storageCTE(filters string) string {
 	return `WITH scoped AS MATERIALIZED (
-  SELECT st.dataset_id, st.partition_name, sum(st.row_count) AS row_count
+  SELECT st.dataset_id, st.partition_name, st.row_count
   FROM datasets d JOIN row_stats st ON st.dataset_id = d.id
-  WHERE ` + filters + ` AND st.row_count > 0
-    AND EXISTS (SELECT 1 FROM row_partitions p WHERE p.name = st.partition_name AND p.store = 'adobe_lakeHouse')
-  GROUP BY 1, 2),
+  WHERE ` + filters + ` AND st.row_count > 0),
 per_row AS MATERIALIZED (
   SELECT p.name, pg_total_relation_size(to_regclass(p.name))::float8 / NULLIF(sum(st.row_count), 0) AS bytes
   FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name
-  WHERE p.name IN (SELECT partition_name FROM scoped) GROUP BY p.name),
+  WHERE p.store = 'adobe_lakeHouse' AND p.name IN (SELECT partition_name FROM scoped) GROUP BY p.name),
 storage AS (
-  SELECT s.dataset_id, sum(trunc(s.row_count * COALESCE(r.bytes, 0)))::bigint AS size
-  FROM scoped s LEFT JOIN per_row r ON r.name = s.partition_name GROUP BY s.dataset_id)
+  SELECT s.dataset_id, trunc(sum(s.row_count * r.bytes))::bigint AS size
+  FROM scoped s JOIN per_row r ON r.name = s.partition_name GROUP BY s.dataset_id)
 `
 }
 
@@ -319,7 +322,8 @@ var orderColumns = map[string]string{
 	// NULL without a rowExpiration.
 	"extensions.adobe_lakeHouse.rowExpiration.nextRun": `(SELECT CASE WHEN ` + heldCondition + ` THEN 1 ELSE 0 END
 		FROM row_expirations r WHERE r.dataset_id = d.id AND r.store = 'adobe_lakeHouse')`,
-	storageField: "COALESCE(storage.size, 0)",
+	// Only time-series datasets show a storage (attachMetrics); the others sort last, as having none.
+	storageField: "CASE WHEN d.data_behavior = 'time-series' THEN COALESCE(storage.size, 0) END",
 }
 
 // ttlOrder orders by a store's TTL as the API compares periods (Postgres compares intervals with 30 days to a month,
