@@ -143,6 +143,19 @@ func (p *Precondition) Check(ds *Dataset) error {
 		Message: fmt.Sprintf("If-Match %s does not match the current version %q of dataset %s", p.Asked, current, ds.ID)}
 }
 
+// NextRun is when the next retention job may remove the dataset's rows from store, given when the store's next
+// scheduled run is due (nil: the store has no schedule). It is that run for a dataset with a rowExpiration in the
+// store, keep forever included: a run still deletes the rows that expired under an earlier setting. It is nil for
+// a dataset without one (nothing to expire), and while the dataset is held, since no run removes a held dataset's
+// rows before every hold is released, whenever that is. postgres orders GET /dataSets by it in SQL
+// (orderColumns' "extensions.adobe_lakeHouse.rowExpiration.nextRun": the scheduled ones, then the held ones).
+func (d *Dataset) NextRun(store Store, scheduled *time.Time) *time.Time {
+	if _, ok := d.RowExpiration[store]; !ok || d.ActiveHolds > 0 {
+		return nil
+	}
+	return scheduled
+}
+
 // IsTimeSeries reports whether the dataset's rows are events with an event time, as opposed to records.
 func (d *Dataset) IsTimeSeries() bool { return d.Classification.DataBehavior == TimeSeries }
 
@@ -230,8 +243,11 @@ type TagFilter struct {
 // Order sorts by one of the orderable fields.
 type Order struct {
 	// Field is "name", "created", "updated", "classification.dataBehavior", "classification.managedBy", a store's
-	// "extensions.<store>.rowExpiration.ttlValue", "extensions.adobe_lakeHouse.rowExpiration.lastCompleted" or
-	// "extensions.adobe_lakeHouse.metrics.rowCount".
+	// "extensions.<store>.rowExpiration.ttlValue", "extensions.adobe_lakeHouse.rowExpiration.lastCompleted",
+	// "extensions.adobe_lakeHouse.rowExpiration.nextRun" (Dataset.NextRun: the datasets the next scheduled run
+	// may remove rows of, then the held ones), "extensions.adobe_lakeHouse.metrics.rowCount" or
+	// "extensions.adobe_lakeHouse.metrics.storageSize" (the estimate the listing shows, measured by the listing
+	// itself).
 	Field string
 	Desc  bool
 }

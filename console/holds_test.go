@@ -65,6 +65,24 @@ func testHolds(t *testing.T, b *bundle) {
 		require.Contains(t, eval[string](ctx, t, `location.hash`), "held=1")
 	})
 
+	// No run removes a held dataset's rows: its next retention job comes after the release, and sorted by it, it
+	// comes after the datasets the next run will visit (the other parts hold none).
+	t.Run("InventorySortsTheHeldDatasetAfterTheNextRun", func(t *testing.T) {
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#/datasets'`))
+		waitSorted(ctx, t, 1, "ascending")
+		row := fmt.Sprintf(`#inventory tr[data-id=%q]`, id)
+		waitText(ctx, t, row+" td.next-job", "After release")
+		require.NotEmpty(t, eval[string](ctx, t, fmt.Sprintf(`document.querySelector('#inventory tr[data-id=%q] td.next-job time').dateTime`, b.ids["app-sessions"])),
+			"a dataset that is not held has the store's next run")
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(10) button`))
+		waitSorted(ctx, t, 10, "ascending")
+		waitNames(ctx, t, "app-sessions", "journey-feedback", "web-clickstream", "loyalty-members")
+		checkAccessibility(ctx, t, "datasets, sorted by next retention job")
+		run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(10) button`))
+		waitSorted(ctx, t, 10, "descending")
+		waitNames(ctx, t, "loyalty-members", "app-sessions", "journey-feedback", "web-clickstream")
+	})
+
 	t.Run("ReleaseAfterConfirming", func(t *testing.T) {
 		b.openDataset(ctx, t, "loyalty-members")
 		run(ctx, t, chromedp.Click(`#holds-table button.release-ask`), chromedp.WaitVisible(`#holds-table button.release-confirm`))

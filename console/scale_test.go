@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/postgres"
 )
 
 // scaleSandbox holds the 10,000 datasets of testTenThousandDatasets, apart from the demo's.
@@ -52,6 +54,39 @@ func cloneDatasets(t *testing.T, b *bundle, template string, n int) {
 	require.NoError(t, tx.Commit(ctx))
 }
 
+// scaleRows gives the template 2,000 rows, expiring on 2031-06-01 in a partition of their own, and each clone
+// scale-g a counter of 1 + (g·7919 mod 97) rows in that partition, so that ordering by storage estimates 10,000
+// datasets over a real partition, as with real data: the template stores the most, scale-00097 (one row) the least.
+// The clones' counters stand for rows that are not there, which only this sandbox's listings read.
+func scaleRows(t *testing.T, b *bundle, c *catalog.Caller, template string) {
+	t.Helper()
+	ctx := context.Background()
+	expiry := time.Date(2031, 6, 1, 0, 0, 0, 0, time.UTC)
+	payload := []byte(`{"page":"/products/` + strings.Repeat("x", 160) + `"}`)
+	rows := func(yield func(catalog.RowInput) bool) {
+		for i := range 2000 {
+			in := catalog.RowInput{ID: fmt.Sprintf("scale-%d", i), Timestamp: testNow.Add(-time.Hour), OwnExpiry: &expiry,
+				Payload: payload, PayloadSize: len(payload)}
+			if !yield(in) {
+				return
+			}
+		}
+	}
+	res, err := postgres.NewRowService(b.db, 0).IngestRows(ctx, c, template, rows, catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2000, res.Accepted, "%+v", res.Errors)
+	_, err = b.db.Pool.Exec(ctx, `
+INSERT INTO row_stats (partition_name, dataset_id, setting_id, row_count, max_ingested_at, min_ingested_at, min_ts)
+SELECT st.partition_name, d.id, s.id, 1 + (substr(d.name, 7)::int * 7919) % 97, st.max_ingested_at, st.min_ingested_at, st.min_ts
+FROM row_stats st
+CROSS JOIN datasets d
+JOIN ttl_settings s ON s.dataset_id = d.id AND s.store = 'adobe_lakeHouse' AND s.effective_until IS NULL
+WHERE st.dataset_id = $1 AND d.org_id = $2 AND d.sandbox_name = $3 AND d.id <> $1`, template, c.Org, c.Sandbox)
+	require.NoError(t, err)
+	_, err = b.db.Pool.Exec(ctx, `ANALYZE row_stats`)
+	require.NoError(t, err)
+}
+
 // shown reads the inventory's measures of the page last drawn: its request and drawing, and the time since the
 // document's navigation began.
 func shown(ctx context.Context, t *testing.T) (loaded, sinceNavigation time.Duration) {
@@ -85,6 +120,7 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 	start := time.Now()
 	cloneDatasets(t, b, template.ID, scaleDatasets-1)
 	t.Logf("created %d datasets by SQL in %v", scaleDatasets, time.Since(start).Round(time.Millisecond))
+	scaleRows(t, b, c, template.ID)
 
 	ctx := tab(t)
 	run(ctx, t, chromedp.Navigate(b.url+"/ui/#token="+b.token(t, allScopes...)+"&sandbox="+scaleSandbox),
@@ -114,6 +150,9 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 	}
 	measure("sorted by name descending", "#/datasets?sort=desc:name", "Showing datasets 1 to 25.", "scale-09999")
 	measure("sorted by rows, descending", "#/datasets?sort=desc:extensions.adobe_lakeHouse.metrics.rowCount", "Showing datasets 1 to 25.", "scale-00000")
+	measure("sorted by storage, descending", "#/datasets?sort=desc:extensions.adobe_lakeHouse.metrics.storageSize", "Showing datasets 1 to 25.", "scale-00000")
+	measure("sorted by storage", "#/datasets?sort=extensions.adobe_lakeHouse.metrics.storageSize", "Showing datasets 1 to 25.", "scale-00097")
+	measure("sorted by next retention job", "#/datasets?sort=extensions.adobe_lakeHouse.rowExpiration.nextRun", "Showing datasets 1 to 25.", "scale-00000")
 	measure("sorted by data lake retention", "#/datasets?sort=extensions.adobe_lakeHouse.rowExpiration.ttlValue", "Showing datasets 1 to 25.", "scale-00000")
 	measure("last page (page 400)", "#/datasets?page=399", "Showing datasets 9,976 to 10,000.", "scale-09975")
 	require.True(t, eval[bool](ctx, t, `document.querySelector('#page-next').disabled`), "no page after the last")

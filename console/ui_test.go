@@ -114,6 +114,30 @@ func testInventory(t *testing.T, b *bundle) {
 		require.Positive(t, rows["app-sessions"])
 	})
 
+	t.Run("SortByStorageBothWays", func(t *testing.T) {
+		for _, dir := range []string{"ascending", "descending"} {
+			run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(7) button`))
+			waitSorted(ctx, t, 7, dir)
+			// The exact bytes are in each cell's title; a dataset without a storage (a record) has none.
+			shown := eval[[]storageCell](ctx, t, `[...document.querySelectorAll('#inventory tbody tr[data-id]')].map(tr => ({
+				name: tr.querySelector('.ds-name').textContent,
+				bytes: Number(tr.querySelector('td.storage').title.replace(/\D/g, '')) || -1 }))`)
+			want := slices.Clone(shown)
+			slices.SortStableFunc(want, func(a, b storageCell) int {
+				if (a.Bytes < 0) != (b.Bytes < 0) {
+					return cmp.Compare(b.Bytes, a.Bytes) // none last, either way
+				}
+				if dir == "descending" {
+					a, b = b, a
+				}
+				return cmp.Compare(a.Bytes, b.Bytes)
+			})
+			require.Equal(t, want, shown, "sorted %s by the storage shown, none last", dir)
+			require.Positive(t, slices.MaxFunc(shown, func(a, b storageCell) int { return cmp.Compare(a.Bytes, b.Bytes) }).Bytes)
+		}
+		require.Contains(t, eval[string](ctx, t, `location.hash`), "sort=desc%3Aextensions.adobe_lakeHouse.metrics.storageSize")
+	})
+
 	t.Run("FilterByName", func(t *testing.T) {
 		setField(ctx, t, "#filter-name", "CLICK")
 		run(ctx, t, chromedp.Click(`form[role=search] button[type=submit]`))
@@ -152,4 +176,20 @@ func testInventory(t *testing.T, b *bundle) {
 		waitText(ctx, t, "#inventory-status", "No datasets yet in this sandbox")
 		require.Empty(t, names(ctx, t))
 	})
+}
+
+// storageCell is a dataset's name and the exact storage its inventory row shows, -1 for none.
+type storageCell struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// waitSorted waits until the inventory is drawn sorted by its column-th column in dir (ascending, descending).
+func waitSorted(ctx context.Context, t *testing.T, column int, dir string) {
+	t.Helper()
+	js := fmt.Sprintf(`document.querySelector('#inventory thead th:nth-child(%d)').getAttribute('aria-sort') === %q &&
+		!!document.querySelector('#inventory tbody tr[data-id]')`, column, dir)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
+		t.Fatalf("the inventory was never sorted %s by column %d: %v", dir, column, err)
+	}
 }

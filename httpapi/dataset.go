@@ -130,6 +130,7 @@ var orderable = map[string]bool{
 	"name": true, "created": true, "updated": true, "classification.dataBehavior": true, "classification.managedBy": true,
 	"extensions.adobe_lakeHouse.rowExpiration.ttlValue": true, "extensions.adobe_unifiedProfile.rowExpiration.ttlValue": true,
 	"extensions.adobe_lakeHouse.rowExpiration.lastCompleted": true, "extensions.adobe_lakeHouse.metrics.rowCount": true,
+	"extensions.adobe_lakeHouse.rowExpiration.nextRun": true, "extensions.adobe_lakeHouse.metrics.storageSize": true,
 }
 
 // maxNameFilterBytes bounds property=name~text: no name is longer (catalog's name bound), so a longer text matches
@@ -208,8 +209,10 @@ func parseOrderBy(v string) ([]catalog.Order, error) {
 			return nil, catalog.Invalid("invalid-parameter", "orderBy",
 				"orderBy field %q is not orderable; use name, created, updated, classification.dataBehavior, "+
 					"classification.managedBy, extensions.adobe_lakeHouse.rowExpiration.ttlValue, "+
-					"extensions.adobe_unifiedProfile.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.lastCompleted "+
-					"or extensions.adobe_lakeHouse.metrics.rowCount, optionally prefixed asc: or desc:", o.Field)
+					"extensions.adobe_unifiedProfile.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.lastCompleted, "+
+					"extensions.adobe_lakeHouse.rowExpiration.nextRun, "+
+					"extensions.adobe_lakeHouse.metrics.rowCount or extensions.adobe_lakeHouse.metrics.storageSize, "+
+					"optionally prefixed asc: or desc:", o.Field)
 		}
 		out = append(out, o)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -331,6 +332,57 @@ func TestListDatasets(t *testing.T) {
 		require.Equal(t, []string{idRecord, idYear}, got("desc:extensions.adobe_lakeHouse.rowExpiration.lastCompleted")[:2], "never run last")
 	})
 
+	// Storage is rows times each partition's bytes per row: a few wide rows outweigh many narrow ones, so the order
+	// by storage is not the order by rows, and the listing shows the figures it ordered by.
+	t.Run("OrderByStorage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Wide rows (8 KB of hex that does not compress) in the partition of January's events, narrow ones in
+		// March's, so the two partitions' bytes per row differ.
+		idWide := b.createDataset(t, datasetOpts{name: "wide"})
+		idNarrow := b.createDataset(t, datasetOpts{name: "narrow"})
+		idFew := b.createDataset(t, datasetOpts{name: "few"})
+		idEmpty := b.createDataset(t, datasetOpts{name: "empty"})
+		b.ingest(t, idWide, storageRows("2026-01-10T00:00:00Z", 30, 8000))
+		b.ingest(t, idNarrow, storageRows("2026-03-10T00:00:00Z", 200, 10))
+		b.ingest(t, idFew, storageRows("2026-03-11T00:00:00Z", 60, 10))
+		list := func(query string) ([]string, []int64) {
+			t.Helper()
+			resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?" + query})
+			require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+			ids := keysInOrder(t, resp.body)
+			doc := resp.json(t)
+			sizes := make([]int64, len(ids))
+			for i, id := range ids {
+				sizes[i] = storageSize(t, doc[id].(map[string]any))
+			}
+			return ids, sizes
+		}
+		byRows, _ := list("orderBy=desc:extensions.adobe_lakeHouse.metrics.rowCount")
+		require.Equal(t, []string{idNarrow, idFew, idWide, idEmpty}, byRows)
+
+		storage := "extensions.adobe_lakeHouse.metrics.storageSize"
+		ids, sizes := list("orderBy=desc:" + storage)
+		require.Equal(t, []string{idWide, idNarrow, idFew, idEmpty}, ids, "30 wide rows outweigh 200 narrow ones")
+		require.True(t, sizes[0] > sizes[1] && sizes[1] > sizes[2] && sizes[2] > sizes[3], "shown in the order: %v", sizes)
+		require.Zero(t, sizes[3], "a dataset without rows stores nothing")
+		ids, asc := list("orderBy=asc:" + storage)
+		require.Equal(t, []string{idEmpty, idFew, idNarrow, idWide}, ids)
+		require.Equal(t, []int64{sizes[3], sizes[2], sizes[1], sizes[0]}, asc)
+
+		first, firstSizes := list("limit=2&orderBy=desc:" + storage)
+		second, secondSizes := list("limit=2&start=2&orderBy=desc:" + storage)
+		require.Equal(t, []string{idWide, idNarrow}, first)
+		require.Equal(t, []string{idFew, idEmpty}, second, "the next page starts where the first ended")
+		require.Equal(t, sizes, append(firstSizes, secondSizes...))
+
+		doc, _ := b.getDataset(t, idWide)
+		require.Equal(t, sizes[0], storageSize(t, doc), "GET /dataSets/{id} estimates as the ordered listing does")
+		resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=desc:extensions.adobe_lakeHouse.metrics.storage"})
+		require.Equal(t, http.StatusBadRequest, resp.status, "body: %s", resp.body)
+		require.Contains(t, resp.problem(t).Detail, storage, "the refusal names the supported fields")
+	})
+
 	t.Run("TagFilters", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -438,4 +490,30 @@ func keysInOrder(t *testing.T, body []byte) []string {
 		require.NoError(t, dec.Decode(&skip))
 	}
 	return keys
+}
+
+// storageRows is n events at ts, each with a payload of width hex digits that does not compress (pseudo-random,
+// fixed seed), so that the partition's size grows with width.
+func storageRows(ts string, n, width int) string {
+	r := rand.New(rand.NewPCG(uint64(n), uint64(width)))
+	events := make([]string, n)
+	for i := range events {
+		var payload strings.Builder
+		for payload.Len() < width {
+			fmt.Fprintf(&payload, "%016x", r.Uint64())
+		}
+		events[i] = event(ts, fmt.Sprintf(`"n":%d,"payload":%q`, i, payload.String()[:width]))
+	}
+	return ndjson(events...)
+}
+
+// storageSize is the lake's storageSize in a dataset's document.
+func storageSize(t *testing.T, doc map[string]any) int64 {
+	t.Helper()
+	lake, _ := doc["extensions"].(map[string]any)["adobe_lakeHouse"].(map[string]any)
+	metrics, ok := lake["metrics"].(map[string]any)
+	require.True(t, ok, "metrics in %v", doc)
+	size, ok := metrics["storageSize"].(float64)
+	require.True(t, ok, "storageSize in %v", metrics)
+	return int64(size)
 }

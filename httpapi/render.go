@@ -71,7 +71,8 @@ func datasetTags(ds *catalog.Dataset) map[string][]string {
 }
 
 // datasetExtensions merges the extension keys the caller stored with the service's own rowExpiration of each store,
-// and the store's next scheduled run.
+// and the store's next scheduled run where it may remove the dataset's rows (catalog.Dataset.NextRun: not while
+// the dataset is held).
 func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 	ext := catalog.DeepMerge(map[string]any{}, ds.Extensions)
 	for _, store := range catalog.Stores {
@@ -88,7 +89,7 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 			doc["rowOverrides"] = string(ds.RowOverrides)
 		}
 		if s.nextRun != nil {
-			if next := s.nextRun(store); next != nil {
+			if next := ds.NextRun(store, s.nextRun(store)); next != nil {
 				doc["nextRun"] = catalog.EpochMillis(*next)
 			}
 		}

@@ -141,6 +141,57 @@ func TestNextRunShown(t *testing.T) {
 	require.EqualValues(t, testNextRun.UnixMilli(), re["nextRun"], "epoch ms of the next scheduled run")
 }
 
+// A held dataset has no next run: no run removes its rows before every hold is released. Its GET, its PATCH answer
+// and the listing say so alike, and ordering by nextRun puts the datasets the next run may act on first.
+func TestNextRunOfAHeldDataset(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	idA := b.createDataset(t, datasetOpts{name: "a"})
+	idHeld := b.createDataset(t, datasetOpts{name: "b"})
+	idC := b.createDataset(t, datasetOpts{name: "c"})
+	patch := func(id string) {
+		t.Helper()
+		resp := b.do(t, request{method: http.MethodPatch, path: "/v2/dataSets/" + id, body: map[string]any{
+			"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": nil}}}}})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		doc := resp.json(t)[id].(map[string]any)
+		require.EqualValues(t, testNextRun.UnixMilli(), rowExpiration(t, doc, "adobe_lakeHouse")["nextRun"],
+			"keep forever still has the next run: it deletes what expired under an earlier setting")
+	}
+	patch(idC)
+	hold := b.placeHold(t, idHeld, nil)
+
+	doc, _ := b.getDataset(t, idHeld)
+	for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
+		require.NotContains(t, rowExpiration(t, doc, store), "nextRun", "held: no run removes its rows")
+	}
+	resp := b.do(t, request{method: http.MethodPatch, path: "/v2/dataSets/" + idHeld, body: map[string]any{"description": "kept"}})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	doc = resp.json(t)[idHeld].(map[string]any)
+	require.EqualValues(t, 1, activeHolds(t, doc), "the PATCH answer shows the holds as GET does")
+	require.NotContains(t, rowExpiration(t, doc, "adobe_lakeHouse"), "nextRun")
+
+	list := func(orderBy string) []string {
+		t.Helper()
+		resp := b.do(t, request{method: http.MethodGet, path: "/dataSets?orderBy=" + orderBy})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		docs := resp.json(t)
+		require.EqualValues(t, testNextRun.UnixMilli(), rowExpiration(t, docs[idA].(map[string]any), "adobe_lakeHouse")["nextRun"])
+		return keysInOrder(t, resp.body)
+	}
+	resp = b.do(t, request{method: http.MethodGet, path: "/dataSets"})
+	require.NotContains(t, rowExpiration(t, resp.json(t)[idHeld].(map[string]any), "adobe_lakeHouse"), "nextRun")
+	field := "extensions.adobe_lakeHouse.rowExpiration.nextRun"
+	require.Equal(t, []string{idA, idC, idHeld}, list(field+",name"), "the next run's datasets, then the held one")
+	require.Equal(t, []string{idHeld, idA, idC}, list("desc:"+field+",name"))
+
+	resp = b.do(t, request{method: http.MethodDelete, path: "/dataSets/" + idHeld + "/holds/" + hold["id"].(string)})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	doc, _ = b.getDataset(t, idHeld)
+	require.EqualValues(t, testNextRun.UnixMilli(), rowExpiration(t, doc, "adobe_lakeHouse")["nextRun"], "released")
+	require.Equal(t, []string{idA, idHeld, idC}, list(field+",name"))
+}
+
 func TestRetentionScheduleAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -195,8 +195,10 @@ type share struct {
 }
 
 // attachMetrics fills each time-series dataset's lake metrics: its row count from the counters, and its storage as
-// its rows times the bytes per row of each partition they share with other datasets.
-func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time) error {
+// its rows times the bytes per row of each partition they share with other datasets. When storage is not nil it
+// holds the storage of the datasets as the listing's own statement measured it (storageCTE), and those figures are
+// shown rather than the cached ones, so that a listing ordered by storage shows the figures it was ordered by.
+func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time, storage map[string]int64) error {
 	byID := map[string]*catalog.Dataset{}
 	var ids []string
 	for _, ds := range datasets {
@@ -221,11 +223,24 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 	}); err != nil {
 		return fmt.Errorf("read dataset metrics: %w", err)
 	}
+	if storage != nil {
+		for _, sh := range shares {
+			byID[sh.dataset].Metrics.RowCount += sh.rows
+		}
+		for id, ds := range byID {
+			ds.Metrics.StorageSize = storage[id]
+		}
+		return nil
+	}
 	return db.addShares(ctx, q, byID, shares)
 }
 
-// addShares adds each share to its dataset's metrics, its storage estimated by the bytes per row of its partition.
+// addShares adds each share to its dataset's metrics: its rows, and its storage estimated by the bytes per row of
+// its partition (each partition measured at most once a minute).
 func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog.Dataset, shares []share) error {
+	for _, sh := range shares {
+		byID[sh.dataset].Metrics.RowCount += sh.rows
+	}
 	if len(shares) == 0 {
 		return nil
 	}
@@ -238,10 +253,13 @@ func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog
 	if err != nil {
 		return err
 	}
+	// Summed, then truncated, as storageCTE does.
+	sizes := make(map[string]float64, len(byID))
 	for _, sh := range shares {
-		m := byID[sh.dataset].Metrics
-		m.RowCount += sh.rows
-		m.StorageSize += int64(float64(sh.rows) * perRow[sh.partition])
+		sizes[sh.dataset] += float64(sh.rows) * perRow[sh.partition]
+	}
+	for id, size := range sizes {
+		byID[id].Metrics.StorageSize = int64(size)
 	}
 	return nil
 }
@@ -303,12 +321,26 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 // FindDatasets implements catalog.DatasetService.
 func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f catalog.DatasetFilter) (_ []*catalog.Dataset, err error) {
 	defer outage(&err)
-	query, args := datasetQuery(c, f)
+	query, args, withStorage := datasetQuery(c, f)
 	rows, err := s.db.Pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list datasets: %w", err)
 	}
-	datasets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Dataset, error) { return scanDataset(row) })
+	var storage map[string]int64
+	if withStorage {
+		storage = map[string]int64{}
+	}
+	datasets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Dataset, error) {
+		if !withStorage {
+			return scanDataset(row)
+		}
+		var size int64
+		ds, err := scanDataset(extraColumns{row, []any{&size}})
+		if err == nil {
+			storage[ds.ID] = size
+		}
+		return ds, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list datasets: %w", err)
 	}
@@ -321,15 +353,49 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 	if err := attachPendingExpiries(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
-	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now()); err != nil {
+	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now(), storage); err != nil {
 		return nil, err
 	}
 	return datasets, nil
 }
 
+// extraColumns scans a row whose dataset columns are followed by more, into extra.
+type extraColumns struct {
+	pgx.Row
+	extra []any
+}
+
+// Scan scans the dataset columns into dest and the rest into extra.
+func (r extraColumns) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
+
+// storageField is the orderBy field of the lake's storage estimate. Ordering by it adds storageCTE to the listing.
+const storageField = "extensions.adobe_lakeHouse.metrics.storageSize"
+
+// storageCTE estimates, in the listing's statement, the lake storage of every dataset its filters keep, as
+// attachMetrics does: each lake partition's size on disk over its rows (of every dataset), measured once in the
+// statement, times the dataset's rows there, summed. Only the partitions holding rows of those datasets are
+// measured, so another tenant's partitions cost the listing nothing (internal/hostile holds it); to_regclass makes a
+// partition a run dropped meanwhile measure NULL, not fail. Its per-dataset figure, storage.size, is both the order
+// and what the listing shows.
+func storageCTE(filters string) string {
+	return `WITH scoped AS MATERIALIZED (
+  SELECT st.dataset_id, st.partition_name, st.row_count
+  FROM datasets d JOIN row_stats st ON st.dataset_id = d.id
+  WHERE ` + filters + ` AND st.row_count > 0),
+per_row AS MATERIALIZED (
+  SELECT p.name, pg_total_relation_size(to_regclass(p.name))::float8 / NULLIF(sum(st.row_count), 0) AS bytes
+  FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name
+  WHERE p.store = 'adobe_lakeHouse' AND p.name IN (SELECT partition_name FROM scoped) GROUP BY p.name),
+storage AS (
+  SELECT s.dataset_id, trunc(sum(s.row_count * r.bytes))::bigint AS size
+  FROM scoped s JOIN per_row r ON r.name = s.partition_name GROUP BY s.dataset_id)
+`
+}
+
 // orderColumns maps the orderable fields of the API to columns, or to a per-dataset subquery for the retention
-// columns of the inventory; nothing else reaches ORDER BY. Each subquery is one index probe per dataset
-// (row_expirations' key, row_stats_dataset_idx), so ordering 10,000 datasets stays well under the time of a page.
+// columns of the inventory, or to the storage estimate of storageCTE; nothing else reaches ORDER BY. Each subquery is
+// one index probe per dataset (row_expirations' key, row_stats_dataset_idx), so ordering 10,000 datasets stays well
+// under the time of a page.
 var orderColumns = map[string]string{
 	"name": "d.name", "created": "d.created_at", "updated": "d.updated_at",
 	"classification.dataBehavior": "d.data_behavior", "classification.managedBy": "d.managed_by",
@@ -342,6 +408,13 @@ var orderColumns = map[string]string{
 	"extensions.adobe_lakeHouse.metrics.rowCount": `(SELECT COALESCE(sum(st.row_count), 0) FROM row_stats st
 		WHERE st.dataset_id = d.id AND st.row_count > 0 AND EXISTS (SELECT 1 FROM row_partitions p
 		WHERE p.name = st.partition_name AND p.store = 'adobe_lakeHouse'))`,
+	// The SQL twin of catalog.Dataset.NextRun: the store's next run, the same for every dataset that has one, for a
+	// dataset with a lake rowExpiration (0), none while held (1, after those: the run comes after the release), and
+	// NULL without a rowExpiration.
+	"extensions.adobe_lakeHouse.rowExpiration.nextRun": `(SELECT CASE WHEN ` + heldCondition + ` THEN 1 ELSE 0 END
+		FROM row_expirations r WHERE r.dataset_id = d.id AND r.store = 'adobe_lakeHouse')`,
+	// Only time-series datasets show a storage (attachMetrics); the others sort last, as having none.
+	storageField: "CASE WHEN d.data_behavior = 'time-series' THEN COALESCE(storage.size, 0) END",
 }
 
 // ttlOrder orders by a store's TTL as the API compares periods (Postgres compares intervals with 30 days to a month,
@@ -352,8 +425,10 @@ func ttlOrder(store string) string {
 		WHERE r.dataset_id = d.id AND r.store = '` + store + `')`
 }
 
-func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
-	args := []any{c.Org, c.Sandbox}
+// datasetQuery builds the listing's statement, and says whether it ends each row with the dataset's storage: it
+// does when ordered by storage.
+func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (query string, args []any, withStorage bool) {
+	args = []any{c.Org, c.Sandbox}
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
@@ -385,14 +460,19 @@ func datasetQuery(c *catalog.Caller, f catalog.DatasetFilter) (string, []any) {
 			dir = " DESC NULLS LAST"
 		}
 		order = append(order, orderColumns[o.Field]+dir)
+		withStorage = withStorage || o.Field == storageField
 	}
 	order = append(order, "d.created_at ASC", "d.id ASC")
-	query := `SELECT ` + datasetColumns + ` FROM datasets d WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY ` + strings.Join(order, ", ")
+	filters := strings.Join(where, " AND ")
+	query = `SELECT ` + datasetColumns + ` FROM datasets d WHERE ` + filters + ` ORDER BY ` + strings.Join(order, ", ")
+	if withStorage {
+		query = storageCTE(filters) + `SELECT ` + datasetColumns + `, COALESCE(storage.size, 0)
+FROM datasets d LEFT JOIN storage ON storage.dataset_id = d.id WHERE ` + filters + ` ORDER BY ` + strings.Join(order, ", ")
+	}
 	if !f.IncludeAll {
 		query += ` LIMIT ` + arg(f.Limit) + ` OFFSET ` + arg(f.Offset)
 	}
-	return query, args
+	return query, args, withStorage
 }
 
 // tagCondition matches a tag name and a value pattern in which "*" is a wildcard.
@@ -565,7 +645,11 @@ func (s *DatasetService) PatchDataset(ctx context.Context, c *catalog.Caller, id
 				}
 			}
 		}
-		return writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails()))
+		if err := writeAuditEvent(ctx, tx, datasetEvent(c, next, audit.ActionUpdate, now, change.AuditDetails())); err != nil {
+			return err
+		}
+		// The answer shows the dataset's holds, as GET does, and with them whether a run may remove its rows.
+		return attachHolds(ctx, tx, []*catalog.Dataset{next})
 	})
 	if err != nil {
 		return nil, err

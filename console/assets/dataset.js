@@ -15,6 +15,16 @@ export function pendingExpiry(ds) {
   return v == null || Number.isNaN(Number(v)) ? null : Number(v);
 }
 
+/** The next retention job of a dataset document as the API has it (nextRun, catalog.Dataset.NextRun): the store's
+ * next run; "After release" while the dataset is held, since no run removes a held dataset's rows before every hold
+ * is released; a dash without a rowExpiration. */
+export function nextJob(ds) {
+  const re = (((ds.extensions || {}).adobe_lakeHouse) || {}).rowExpiration;
+  if (re && re.nextRun != null) return time(re.nextRun);
+  if (re && ((ds.holds || {}).active || 0) > 0) return h('span', { title: 'No retention job removes its rows while it is held' }, 'After release');
+  return time(null);
+}
+
 /** Renders one dataset into main. */
 export async function datasetView(main, id) {
   const hash = location.hash;
@@ -46,7 +56,7 @@ export async function datasetView(main, id) {
       fact('Profile retention', re('adobe_unifiedProfile') ? period(re('adobe_unifiedProfile').ttlValue) : 'n/a'),
       fact('Rows', count(metrics.rowCount)), fact('Storage', bytes(metrics.storageSize)),
       fact('Last retention job', time(re('adobe_lakeHouse') && re('adobe_lakeHouse').lastCompleted)),
-      fact('Next retention job', time(re('adobe_lakeHouse') && re('adobe_lakeHouse').nextRun))),
+      fact('Next retention job', nextJob(ds))),
     expires ? h('p', {}, h('button', { type: 'button', id: 'open-retention', onclick: (e) => openRetentionDialog(id, ds.name, e.currentTarget) }, 'Set data retention')) : null,
     holdsSection(id, holdsResp)].filter(Boolean));
 }

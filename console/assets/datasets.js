@@ -3,7 +3,7 @@
 
 import { api, problemText, route } from './app.js';
 import { bytes, count, h, period, time } from './format.js';
-import { datasetView, pendingExpiry } from './dataset.js';
+import { datasetView, nextJob, pendingExpiry } from './dataset.js';
 import { openRetentionDialog } from './retention.js';
 
 /** Rows on a page. One more is asked for, to know whether a next page exists without counting them all. */
@@ -17,12 +17,12 @@ const columns = [
   { label: 'Data lake retention', sort: 'extensions.adobe_lakeHouse.rowExpiration.ttlValue' },
   { label: 'Profile retention', sort: 'extensions.adobe_unifiedProfile.rowExpiration.ttlValue' },
   { label: 'Rows', num: true, sort: 'extensions.adobe_lakeHouse.metrics.rowCount' },
-  // Storage is each dataset's rows times its partitions' bytes per row, an estimate the database cannot order by
-  // cheaply (Rows orders nearly alike); the next job is the store's schedule, the same for every dataset.
-  { label: 'Storage', num: true },
+  // Sorted by storage, the API measures the estimate in the listing itself and shows the figures it ordered by.
+  { label: 'Storage', num: true, sort: 'extensions.adobe_lakeHouse.metrics.storageSize' },
   { label: 'Held' },
   { label: 'Last retention job', sort: 'extensions.adobe_lakeHouse.rowExpiration.lastCompleted' },
-  { label: 'Next retention job' },
+  // The store's next run, the same for every dataset but the held ones, which come after it ("After release").
+  { label: 'Next retention job', sort: 'extensions.adobe_lakeHouse.rowExpiration.nextRun' },
   { label: 'Actions' },
 ];
 
@@ -148,11 +148,11 @@ function datasetRow(id, ds) {
     h('td', {}, ds.classification ? ds.classification.managedBy : '—'),
     h('td', { className: 'ttl-lake' }, expires ? period(lakeRE.ttlValue) : 'n/a'),
     h('td', { className: 'ttl-profile' }, profileRE ? period(profileRE.ttlValue) : 'n/a'),
-    h('td', { className: 'num' }, count(metrics.rowCount)),
-    h('td', { className: 'num' }, bytes(metrics.storageSize)),
+    h('td', { className: 'num rows' }, count(metrics.rowCount)),
+    h('td', { className: 'num storage', title: metrics.storageSize == null ? '' : `${count(metrics.storageSize)} bytes` }, bytes(metrics.storageSize)),
     h('td', { className: 'held' }, active ? `Held (${count(active)})` : '—'),
     h('td', {}, time(lakeRE && lakeRE.lastCompleted)),
-    h('td', {}, time(lakeRE && lakeRE.nextRun)),
+    h('td', { className: 'next-job' }, nextJob(ds)),
     h('td', {}, expires ? open : h('span', { className: 'muted' }, 'no row expiration')));
 }
 
