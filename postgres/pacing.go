@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -43,8 +44,9 @@ func tagIngestion(ctx context.Context, tx pgx.Tx) error {
 // pacer rests the sweep's workers while ingestion is busy: after a batch that took d, a worker rests
 // d×(100−share)/share, so that it works share percent of the time. With share 100 it never looks.
 type pacer struct {
-	db    *DB
-	share int
+	db     *DB
+	share  int
+	logger *slog.Logger
 	// now and sleep are the clock: tests replace them, so that they neither wait nor depend on how long a batch
 	// took.
 	now   func() time.Time
@@ -52,10 +54,11 @@ type pacer struct {
 
 	mu       sync.Mutex
 	seenBusy time.Time // when a look last saw ingestion; zero: never
+	pacing   bool      // what the last look decided, so that the log tells only the changes
 }
 
-func newPacer(db *DB, share int) *pacer {
-	return &pacer{db: db, share: share, now: time.Now, sleep: sleepCtx}
+func newPacer(db *DB, share int, logger *slog.Logger) *pacer {
+	return &pacer{db: db, share: share, logger: logger, now: time.Now, sleep: sleepCtx}
 }
 
 // sleepCtx waits d, or until ctx ends.
@@ -100,5 +103,11 @@ func (p *pacer) busy(ctx context.Context, now time.Time) (bool, error) {
 	if seen {
 		p.seenBusy = now
 	}
-	return !p.seenBusy.IsZero() && now.Sub(p.seenBusy) < busyHold, nil
+	busy := !p.seenBusy.IsZero() && now.Sub(p.seenBusy) < busyHold
+	if busy != p.pacing {
+		p.pacing = busy
+		p.logger.InfoContext(ctx, "retention: pacing beside ingestion", slog.Bool("ingestion_busy", busy),
+			slog.Int("busy_share_percent", p.share))
+	}
+	return busy, nil
 }

@@ -137,7 +137,8 @@ func NewSweeper(db *DB, cfg SweepConfig, logger *slog.Logger) (*Sweeper, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, pace: newPacer(db, cfg.BusyShare), logger: logger}, nil
+	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, pace: newPacer(db, cfg.BusyShare, logger),
+		logger: logger}, nil
 }
 
 // RunPart does the run's own part (jobs.Sweeper): it removes the deletable rows of every partition placed at or
