@@ -88,7 +88,15 @@ func (p *pacer) after(ctx context.Context, started time.Time) error {
 	if err != nil || !busy {
 		return err
 	}
-	took := end.Sub(started)
+	return p.restFor(ctx, end.Sub(started))
+}
+
+// rest rests in proportion to the time since started, busy or not: for a caller that has just looked.
+func (p *pacer) rest(ctx context.Context, started time.Time) error {
+	return p.restFor(ctx, p.now().Sub(started))
+}
+
+func (p *pacer) restFor(ctx context.Context, took time.Duration) error {
 	return p.sleep(ctx, took*time.Duration(100-p.share)/time.Duration(p.share))
 }
 

@@ -60,8 +60,9 @@ func setupPacing(t *testing.T, share int) (*sweepBundle, *pacingClock, string) {
 }
 
 // TestRunPacesOnlyWhileIngestionIsBusy: while a session of the database is tagged as an ingestion's, each worker
-// of a run rests after each batch three times the batch's time (a share of 25%), and with no ingestion it never
-// rests; pacing off (100%) never rests either. The run removes exactly the deletable rows, paced or not.
+// of a run rests after each batch three times the batch's time (a share of 25%), and the release of the detached
+// partitions drops one table a transaction with a rest after each; with no ingestion nothing rests, and pacing off
+// (100%) never rests either. The run removes exactly the deletable rows, paced or not.
 func TestRunPacesOnlyWhileIngestionIsBusy(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -103,6 +104,17 @@ func TestRunPacesOnlyWhileIngestionIsBusy(t *testing.T) {
 			}
 			require.ElementsMatch(t, wantKept, kept)
 			b.requireCountersExact(t)
+
+			restsOfRun := len(clock.rests)
+			released, err := b.sweeper.ReleaseDetached(ctx, b.now)
+			require.NoError(t, err)
+			require.Positive(t, released, "the run detached partitions")
+			var left int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM detached_partitions`).Scan(&left))
+			require.Zero(t, left, "the release drops every detached table")
+			if tc.wantRests {
+				require.Len(t, clock.rests, restsOfRun+released, "busy: one table a transaction, a rest after each")
+			}
 
 			if !tc.wantRests {
 				require.Empty(t, clock.rests, "no rest without busy ingestion or with pacing off")
@@ -163,19 +175,30 @@ func TestIngestionTagsItsSessionOnlyWhileItWrites(t *testing.T) {
 	require.NoError(t, err)
 	_, err = lock.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('rows:' || $1, 0))`, ds)
 	require.NoError(t, err)
-	done := make(chan error, 1)
+	defer func() { _ = lock.Rollback(ctx) }() // on a failure, lets the ingestion end
+	type outcome struct {
+		res *catalog.IngestResult
+		err error
+	}
+	done := make(chan outcome, 1)
 	go func() {
-		_, err := ingest(ctx, b.rows, b.caller, ds, func(yield func([]byte) bool) {
-			yield(fmt.Appendf(nil, `{"timestamp":%q}`, b.now.Add(-time.Hour).Format(time.RFC3339)))
-		}, catalog.IngestOptions{})
-		done <- err
+		res, err := ingest(ctx, b.rows, b.caller, ds, rawEvents(
+			fmt.Sprintf(`{"timestamp":%q,"_id":"a"}`, b.now.Add(-time.Hour).Format(time.RFC3339))), catalog.IngestOptions{})
+		done <- outcome{res, err}
 	}()
 	for !busy {
+		select {
+		case o := <-done:
+			t.Fatalf("the ingestion ended before it showed as one: %+v, %v", o.res, o.err)
+		default:
+		}
 		busy, err = b.db.IngestionBusy(ctx)
 		require.NoError(t, err, "the chunk never showed as an ingestion")
 	}
 	require.NoError(t, lock.Commit(ctx))
-	require.NoError(t, <-done)
+	o := <-done
+	require.NoError(t, o.err)
+	require.Equal(t, 1, o.res.Accepted, "%v", o.res.Errors)
 	busy, err = b.db.IngestionBusy(ctx)
 	require.NoError(t, err)
 	require.False(t, busy, "a committed chunk's connection is an ingestion's no more")

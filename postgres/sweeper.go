@@ -270,15 +270,37 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 // ReleaseDetached drops the tables of the partitions that drops detached from the store at or before detachedBy,
 // which frees their files, and returns how many it dropped. A run leaves this to a job of its own, after the run's
 // part: the rows left the store when their partitions were detached, as a DELETE's rows do at its commit, before
-// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. It implements
-// jobs.Sweeper.
+// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. While ingestion is
+// busy, the tables go one a transaction, with the run's rest after each (pacing.go): freeing a partition's files
+// competes with ingestion for the disk. It implements jobs.Sweeper.
 func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-	defer cancel()
 	start := time.Now()
-	n, err := w.queries.DropDetached(ctx, detachedBy, w.cfg.LockTimeout)
-	if err != nil {
-		return 0, err
+	n := 0
+	for {
+		limit := 0
+		if w.pace.share < 100 {
+			busy, err := w.pace.busy(ctx, w.pace.now())
+			if err != nil {
+				return n, err
+			}
+			if busy {
+				limit = 1
+			}
+		}
+		started := w.pace.start()
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		dropped, err := w.queries.DropDetached(bctx, detachedBy, w.cfg.LockTimeout, limit)
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		n += dropped
+		if limit == 0 || dropped < limit {
+			break
+		}
+		if err := w.pace.rest(ctx, started); err != nil {
+			return n, err
+		}
 	}
 	if n > 0 {
 		w.logger.InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
