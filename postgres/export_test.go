@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -121,3 +122,35 @@ func OpenTraced(ctx context.Context, url string, tracer pgx.QueryTracer) (*DB, e
 // PartitionSizesSQL is the statement that measures partitions for the datasets' storageSize: it sums the counters
 // of every dataset in a partition.
 const PartitionSizesSQL = partitionSizes
+
+// SetPacingClock gives the sweeper's pacing a clock: now times the batches and the busy hold, and sleep takes the
+// rests instead of waiting. Set it before the sweep starts.
+func (w *Sweeper) SetPacingClock(now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) {
+	w.pace.now, w.pace.sleep = now, sleep
+}
+
+// BeginTaggedIngestion begins a transaction on its own connection whose session is tagged as an ingestion's, as a
+// chunk's transaction is, until the transaction ends.
+func (db *DB) BeginTaggedIngestion(ctx context.Context) (pgx.Tx, error) {
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := tagIngestion(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
+
+// IngestionBusy says whether a session of the database is tagged as an ingestion's now.
+func (db *DB) IngestionBusy(ctx context.Context) (bool, error) {
+	var busy bool
+	err := db.Pool.QueryRow(ctx, ingestionBusySQL).Scan(&busy)
+	return busy, err
+}
+
+// PaceAfter is the pacing of a batch that began at started, as a worker does after each batch.
+func (w *Sweeper) PaceAfter(ctx context.Context, started time.Time) error {
+	return w.pace.after(ctx, started)
+}

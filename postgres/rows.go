@@ -446,6 +446,9 @@ func errDeletedWhileIngesting(id string) error {
 // which then count this chunk's rows). Then it checks that its dataset is still live (datasetLiveSQL) and that the
 // settings it was placed under are still in force (settingsStillCurrent).
 func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+	if err := tagIngestion(ctx, tx); err != nil {
+		return err
+	}
 	names := slices.Sorted(maps.Keys(groups))
 	stores := slices.Collect(maps.Keys(t.settings))
 	if slices.ContainsFunc(chunk, func(in catalog.RowInput) bool { return in.ClientID }) {

@@ -152,15 +152,15 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 
 // DropDetached drops the tables DropPartitions detached at or before detachedBy, and returns how many: this frees
 // their files. Their rows left the store, counted, when they were detached. It drops, in one transaction, every table detached_partitions lists
-// as detached by then that no other call is dropping.
-func (s *sweepQueries) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration) (int, error) {
+// as detached by then that no other call is dropping, or at most limit of them when limit > 0.
+func (s *sweepQueries) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration, limit int) (int, error) {
 	var names []string
 	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT name FROM detached_partitions WHERE detached_at <= $1
-			ORDER BY name FOR UPDATE SKIP LOCKED`, detachedBy)
+			ORDER BY name LIMIT nullif($2, 0) FOR UPDATE SKIP LOCKED`, detachedBy, limit)
 		if err != nil {
 			return err
 		}

@@ -50,12 +50,21 @@ type SweepConfig struct {
 	// the walk gains from a second connection while ingestion beside it keeps most of its rate, and a third only
 	// competes for the same cores (docs/benchmarks.md has the measurements).
 	Workers int
+	// BusyShare is the percentage of its time each worker works while ingestion is busy, on this replica or any
+	// other: after each batch that removes rows it rests in proportion to the batch's time (pacing.go). An idle
+	// run never rests. 100 turns pacing off. Default 25: on a small machine a run then leaves ingestion at least
+	// four fifths of its idle rate (docs/storage.md, "Pacing a run beside ingestion").
+	BusyShare int
 }
 
 // withDefaults gives the zero fields their defaults and refuses negative ones, once, when the sweeper is built.
 func (c SweepConfig) withDefaults() (SweepConfig, error) {
-	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.Workers < 0 {
+	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.Workers < 0 ||
+		c.BusyShare < 0 {
 		return c, fmt.Errorf("sweep configuration %+v: no field may be negative", c)
+	}
+	if c.BusyShare > 100 {
+		return c, fmt.Errorf("sweep configuration %+v: BusyShare is a percentage, at most 100", c)
 	}
 	c.BatchSize = cmp.Or(c.BatchSize, 10_000)
 	c.BatchTimeout = cmp.Or(c.BatchTimeout, 30*time.Second)
@@ -63,6 +72,7 @@ func (c SweepConfig) withDefaults() (SweepConfig, error) {
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
 	c.DropBatch = cmp.Or(c.DropBatch, 32)
 	c.Workers = cmp.Or(c.Workers, 2)
+	c.BusyShare = cmp.Or(c.BusyShare, 25)
 	return c, nil
 }
 
@@ -113,6 +123,7 @@ type placedPartition struct {
 type Sweeper struct {
 	queries *sweepQueries
 	cfg     SweepConfig
+	pace    *pacer
 	logger  *slog.Logger
 }
 
@@ -126,7 +137,8 @@ func NewSweeper(db *DB, cfg SweepConfig, logger *slog.Logger) (*Sweeper, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, logger: logger}, nil
+	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, pace: newPacer(db, cfg.BusyShare, logger),
+		logger: logger}, nil
 }
 
 // RunPart does the run's own part (jobs.Sweeper): it removes the deletable rows of every partition placed at or
@@ -258,15 +270,37 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 // ReleaseDetached drops the tables of the partitions that drops detached from the store at or before detachedBy,
 // which frees their files, and returns how many it dropped. A run leaves this to a job of its own, after the run's
 // part: the rows left the store when their partitions were detached, as a DELETE's rows do at its commit, before
-// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. It implements
-// jobs.Sweeper.
+// VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. While ingestion is
+// busy, the tables go one a transaction, with the run's rest after each (pacing.go): freeing a partition's files
+// competes with ingestion for the disk. It implements jobs.Sweeper.
 func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-	defer cancel()
 	start := time.Now()
-	n, err := w.queries.DropDetached(ctx, detachedBy, w.cfg.LockTimeout)
-	if err != nil {
-		return 0, err
+	n := 0
+	for {
+		limit := 0
+		if w.pace.share < 100 {
+			busy, err := w.pace.busy(ctx, w.pace.now())
+			if err != nil {
+				return n, err
+			}
+			if busy {
+				limit = 1
+			}
+		}
+		started := w.pace.start()
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		dropped, err := w.queries.DropDetached(bctx, detachedBy, w.cfg.LockTimeout, limit)
+		cancel()
+		if err != nil {
+			return n, err
+		}
+		n += dropped
+		if limit == 0 || dropped < limit {
+			break
+		}
+		if err := w.pace.rest(ctx, started); err != nil {
+			return n, err
+		}
 	}
 	if n > 0 {
 		w.logger.InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
@@ -444,6 +478,7 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 		if !ok {
 			return nil
 		}
+		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		rows, err := w.queries.DeleteBlocks(bctx, s, r.part, r.from, r.to)
 		cancel()
@@ -453,6 +488,9 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 		if blocks, total, last := q.done(r, rows); last {
 			w.logger.InfoContext(ctx, "retention: boundary partition swept", slog.String("run_id", s.RunID),
 				slog.String("partition", r.part), slog.Int64("blocks", blocks), slog.Int64("rows", total))
+		}
+		if err := w.pace.after(ctx, started); err != nil {
+			return err
 		}
 	}
 }
@@ -493,6 +531,7 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 	}
 	var total int64
 	for {
+		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		n, err := w.queries.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize)
 		cancel()
@@ -503,6 +542,9 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 		w.logger.DebugContext(ctx, "retention: batch", slog.String("dataset_id", datasetID), slog.String("partition", part), slog.Int64("rows", n))
 		if n < int64(w.cfg.BatchSize) {
 			return total, nil
+		}
+		if err := w.pace.after(ctx, started); err != nil {
+			return total, err
 		}
 	}
 }

@@ -32,6 +32,9 @@ func TestNewSweeperAppliesDefaultsOnce(t *testing.T) {
 	require.Equal(t, 5, w.cfg.BatchSize)
 	require.Equal(t, 2, w.cfg.Workers)
 	require.Equal(t, 32, w.cfg.DropBatch)
+	require.Equal(t, 25, w.cfg.BusyShare)
 	_, err = NewSweeper(nil, SweepConfig{Workers: -1}, nil)
 	require.ErrorContains(t, err, "negative")
+	_, err = NewSweeper(nil, SweepConfig{BusyShare: 101}, nil)
+	require.ErrorContains(t, err, "BusyShare is a percentage, at most 100")
 }

@@ -256,7 +256,8 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 	}
 	requestRuns := postgres.NewRunRepository(pools.requests)
 	metrics := jobs.NewMetrics(reg, jobs.OverdueGauge(catalog.LakeHouse, schedules[catalog.LakeHouse], requestRuns.Overdue, time.Now, logger))
-	sweeper, err := postgres.NewSweeper(pools.jobs, postgres.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers}, logger)
+	sweeper, err := postgres.NewSweeper(pools.jobs, postgres.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers,
+		BusyShare: cfg.SweepBusyShare}, logger)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -43,10 +43,13 @@ type Config struct {
 	IngestionGrace  retention.Period `json:"retention_ingestion_grace"`
 	HistoryKeep     retention.Period `json:"retention_history_keep"`
 	// Tuning of the runs; the defaults suit production (jobs.Config and retention.SweepConfig document them).
-	BatchSize    int           `json:"retention_batch_size"`
-	SweepWorkers int           `json:"retention_sweep_workers"`
-	JobTimeout   time.Duration `json:"retention_job_timeout"`
-	RescueAfter  time.Duration `json:"retention_rescue_after"`
+	BatchSize    int `json:"retention_batch_size"`
+	SweepWorkers int `json:"retention_sweep_workers"`
+	// SweepBusyShare is the percentage of its time a run's worker works while ingestion is busy
+	// (RETENTION_SWEEP_BUSY_SHARE, default 25, 1 to 100; 100 never paces: postgres.SweepConfig.BusyShare).
+	SweepBusyShare int           `json:"retention_sweep_busy_share"`
+	JobTimeout     time.Duration `json:"retention_job_timeout"`
+	RescueAfter    time.Duration `json:"retention_rescue_after"`
 	// AuditKeep is how long audit events are kept before the audit log's own retention removes them (AUDIT_KEEP,
 	// default P365D as Adobe keeps them; at least P30D, the floor Postgres' audit_purge enforces).
 	AuditKeep retention.Period `json:"audit_keep"`
@@ -142,6 +145,8 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
 	add(err)
 	cfg.SweepWorkers, err = parseInt("RETENTION_SWEEP_WORKERS", getenv("RETENTION_SWEEP_WORKERS"), 2, 1, 16)
+	add(err)
+	cfg.SweepBusyShare, err = parseInt("RETENTION_SWEEP_BUSY_SHARE", getenv("RETENTION_SWEEP_BUSY_SHARE"), 25, 1, 100)
 	add(err)
 	cfg.JobTimeout, err = parseDuration("RETENTION_JOB_TIMEOUT", getenv("RETENTION_JOB_TIMEOUT"), 20*time.Second)
 	add(err)

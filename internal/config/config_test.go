@@ -63,6 +63,7 @@ func TestLoadDefaults(t *testing.T) {
 	require.True(t, cfg.Scheduler)
 	require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, 2, cfg.SweepWorkers)
+	require.Equal(t, 25, cfg.SweepBusyShare)
 	require.Empty(t, cfg.AuthJWKSURL)
 	require.False(t, cfg.Dev)
 }
@@ -70,13 +71,14 @@ func TestLoadDefaults(t *testing.T) {
 func TestLoadReadsEveryVariable(t *testing.T) {
 	t.Parallel()
 	env := with(validEnv(), map[string]string{
-		"HTTP_ADDR":               "0.0.0.0:9090",
-		"AUTH_JWKS_URL":           "https://idp.example.com/.well-known/jwks.json",
-		"LOG_LEVEL":               "debug",
-		"RETENTIOND_API":          "false",
-		"RETENTIOND_SCHEDULER":    "true",
-		"SHUTDOWN_TIMEOUT":        "5s",
-		"RETENTION_SWEEP_WORKERS": "1",
+		"HTTP_ADDR":                  "0.0.0.0:9090",
+		"AUTH_JWKS_URL":              "https://idp.example.com/.well-known/jwks.json",
+		"LOG_LEVEL":                  "debug",
+		"RETENTIOND_API":             "false",
+		"RETENTIOND_SCHEDULER":       "true",
+		"SHUTDOWN_TIMEOUT":           "5s",
+		"RETENTION_SWEEP_WORKERS":    "1",
+		"RETENTION_SWEEP_BUSY_SHARE": "100",
 	})
 	cfg, err := config.Load(getenv(env), false)
 	require.NoError(t, err)
@@ -87,6 +89,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 	require.True(t, cfg.Scheduler)
 	require.Equal(t, 5*time.Second, cfg.ShutdownTimeout)
 	require.Equal(t, 1, cfg.SweepWorkers)
+	require.Equal(t, 100, cfg.SweepBusyShare)
 
 	// A JWKS endpoint alone is enough to verify tokens.
 	jwksOnly := with(env, map[string]string{"AUTH_HS256_SECRET": ""})
@@ -119,6 +122,8 @@ func TestLoadRefusesBadValue(t *testing.T) {
 		{"ShutdownTimeoutZero", map[string]string{"SHUTDOWN_TIMEOUT": "0s"}, []string{"SHUTDOWN_TIMEOUT", "positive", `"0s"`}},
 		{"ShutdownTimeoutNoUnit", map[string]string{"SHUTDOWN_TIMEOUT": "30"}, []string{"SHUTDOWN_TIMEOUT", "Go duration", `"30"`}},
 		{"SweepWorkersZero", map[string]string{"RETENTION_SWEEP_WORKERS": "0"}, []string{"RETENTION_SWEEP_WORKERS", "whole number from 1 to 16", `"0"`}},
+		{"SweepBusyShareOver100", map[string]string{"RETENTION_SWEEP_BUSY_SHARE": "101"}, []string{"RETENTION_SWEEP_BUSY_SHARE", "whole number from 1 to 100", `"101"`}},
+		{"SweepBusyShareZero", map[string]string{"RETENTION_SWEEP_BUSY_SHARE": "0"}, []string{"RETENTION_SWEEP_BUSY_SHARE", "whole number from 1 to 100", `"0"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
