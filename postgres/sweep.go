@@ -350,13 +350,20 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 	return oids, err
 }
 
-// DatasetPartitions lists the partitions holding rows of the dataset that may be
-// deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
+// datasetPartition is a partition that may hold deletable rows of a dataset, with how many rows of the dataset it
+// holds, from the counters.
+type datasetPartition struct {
+	Name string
+	Rows int64
+}
+
+// DatasetPartitions lists the partitions holding rows of the dataset that may be deletable, with the dataset's rows
+// in each. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
 // has changed since (a shorter TTL, or one set where there was none), or if an earlier setting expired rows
 // imported with an older _ingestedAt (laterGroupMayExpire).
-func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
+func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]datasetPartition, error) {
 	rows, err := s.db.Pool.Query(ctx, `
-SELECT st.partition_name `+groupJoins+`
+SELECT st.partition_name, sum(st.row_count)::bigint `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
   AND (p.lower_bound <= $3 OR `+laterGroupMayExpire+`)
   AND NOT st.partition_name = ANY($4::text[])
@@ -364,15 +371,18 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[datasetPartition])
 }
 
-// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many. The batch, the counters and the ledger commit together, in one
-// transaction (recordRemoved).
-func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int) (int64, error) {
+// DeleteDatasetBlocks deletes the dataset's deletable rows stored in blocks [from, to) of the partition and returns
+// how many: the row phase's read of a partition where the dataset holds so many of the rows that reading every
+// block once, in order, costs less than fetching its rows in index order, each batch of which would visit nearly
+// every block again. The range, the counters and the ledger commit together, in one transaction (recordRemoved).
+func (s *sweepQueries) DeleteDatasetBlocks(ctx context.Context, sw Sweep, datasetID, partition string, from, to int64) (int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+		total = 0
 		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
 			return err
 		}
@@ -380,12 +390,10 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if err != nil || none {
 			return err
 		}
-		// The outer dataset_id test is what the inner select already guarantees on one server; it keeps the
-		// statement confined to the dataset where ctids are per shard (docs/scaling.md).
 		query := fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
-    RETURNING dataset_id, setting_id)`+countGone, table, table, cond, len(args)+1)
-		g, err := collectRemoved(tx.Query(ctx, query, append(args, limit)...))
+    DELETE FROM %s r WHERE r.ctid >= $%d::tid AND r.ctid < $%d::tid AND %s
+    RETURNING r.dataset_id, r.setting_id)`+countGone, table, len(args)+1, len(args)+2, cond)
+		g, err := collectRemoved(tx.Query(ctx, query, append(args, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to))...))
 		if err != nil {
 			return err
 		}
@@ -398,9 +406,104 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if isUndefinedTable(err) {
 			return 0, nil // dropped since it was listed: nothing left to delete there
 		}
-		return 0, fmt.Errorf("delete batch of %s in %s: %w", datasetID, partition, err)
+		return 0, fmt.Errorf("delete blocks %d-%d of %s in %s: %w", from, to, datasetID, partition, err)
 	}
 	return total, nil
+}
+
+// batchKey is where a row-phase batch stopped in the dataset's index order (ts, row_id): the next batch of the
+// partition starts after it. At the sweep's fixed time a row the scan passed over was judged and stays judged, so
+// no batch needs to read it again.
+type batchKey struct {
+	TS    time.Time
+	RowID string
+}
+
+// deleteBatchSQL is one row-phase batch of partition %[1]s: it picks, in the dataset's index order from after the
+// previous batch's key (%[3]s), at most $%[4]d rows that the condition %[2]s selects, deletes them, and answers the
+// countGone groups beside the key of the last row picked and how many were picked. A LIMIT batch without the key
+// would walk again, from the start of the range, over every index entry the batches before it deleted (dead until
+// VACUUM) or passed over. The outer dataset_id test is what the pick already guarantees on one server; it keeps the
+// statement confined to the dataset where ctids are per shard (docs/scaling.md).
+const deleteBatchSQL = `WITH pick AS MATERIALIZED (
+    SELECT r.ctid, r.ts, r.row_id FROM %[1]s r WHERE %[2]s%[3]s ORDER BY r.ts, r.row_id LIMIT $%[4]d),
+gone AS (
+    DELETE FROM %[1]s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT ctid FROM pick))
+    RETURNING dataset_id, setting_id),
+groups AS (SELECT dataset_id, setting_id, count(*)::bigint AS n FROM gone GROUP BY dataset_id, setting_id)
+SELECT g.dataset_id, g.setting_id, g.n, l.ts, l.row_id, l.picked
+FROM (SELECT p.ts, p.row_id, count(*) OVER ()::bigint AS picked FROM pick p ORDER BY p.ts DESC, p.row_id DESC LIMIT 1) l
+LEFT JOIN groups g ON true`
+
+// afterKey is deleteBatchSQL's start condition for a batch after key, as the row comparison the index
+// (dataset_id, ts, row_id) scans from, with its parameters numbered from n.
+func afterKey(n int) string {
+	return fmt.Sprintf(` AND (r.ts, r.row_id) > ($%d::timestamptz, $%d::text)`, n, n+1)
+}
+
+// DeleteBatch deletes at most limit deletable rows of the dataset from the partition, in its index order from after
+// key (nil: from the start), and returns how many it deleted and where the next batch starts; a nil next key means
+// the batch picked fewer than limit rows: the partition holds no more. The batch, the counters and the ledger commit
+// together, in one transaction (recordRemoved).
+func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int, key *batchKey) (int64, *batchKey, error) {
+	table := pgx.Identifier{partition}.Sanitize()
+	var total int64
+	var next *batchKey
+	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+		total, next = 0, nil
+		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
+			return err
+		}
+		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
+		if err != nil || none {
+			return err
+		}
+		limitAt := len(args) + 1
+		args = append(args, limit)
+		start := ""
+		if key != nil {
+			start = afterKey(limitAt + 1)
+			args = append(args, key.TS, key.RowID)
+		}
+		g, last, picked, err := collectBatch(tx.Query(ctx, fmt.Sprintf(deleteBatchSQL, table, cond, start, limitAt), args...))
+		if err != nil {
+			return err
+		}
+		for _, n := range g.rows {
+			total += n
+		}
+		if picked == int64(limit) {
+			next = &last
+		}
+		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
+	})
+	if err != nil {
+		if isUndefinedTable(err) {
+			return 0, nil, nil // dropped since it was listed: nothing left to delete there
+		}
+		return 0, nil, fmt.Errorf("delete batch of %s in %s: %w", datasetID, partition, err)
+	}
+	return total, next, nil
+}
+
+// collectBatch reads what a deleteBatchSQL statement answers: the groups it deleted, the key of the last row it
+// picked and how many it picked (no row at all when it picked none).
+func collectBatch(rows pgx.Rows, err error) (removedGroups, batchKey, int64, error) {
+	var g removedGroups
+	var last batchKey
+	var picked int64
+	if err != nil {
+		return g, last, 0, err
+	}
+	var ds *string
+	var setting, n *int64
+	_, err = pgx.ForEachRow(rows, []any{&ds, &setting, &n, &last.TS, &last.RowID, &picked}, func() error {
+		if ds != nil {
+			g.datasets, g.settings, g.rows = append(g.datasets, *ds), append(g.settings, *setting), append(g.rows, *n)
+		}
+		return nil
+	})
+	return g, last, picked, err
 }
 
 // CountDeletable counts the dataset's deletable rows in the partition, for dry runs.
