@@ -43,10 +43,14 @@ const droppableCondition = `NOT EXISTS (SELECT 1 ` + groupJoins + ` WHERE st.par
                   <= coalesce(sum(k.row_count) FILTER (WHERE NOT k.dataset_id = ANY($5::text[])), 0)
            FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0))`
 
+// groupJoins joins each counter group st with its partition p, its dataset d and its placement setting h. The
+// setting is joined by its dataset as well as its id (the same row: a group's setting is its dataset's), so that no
+// statement joins rows across datasets: on a store distributed by dataset that is a co-located join
+// (docs/scaling.md).
 const groupJoins = `FROM row_stats st
 JOIN row_partitions p ON p.name = st.partition_name
 LEFT JOIN datasets d ON d.id = st.dataset_id
-LEFT JOIN ttl_settings h ON h.id = st.setting_id`
+LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_id`
 
 // inRemovalTx runs fn in a transaction that removes rows and commits without waiting for its WAL to reach disk
 // (synchronous_commit off): each batch of a run would otherwise wait for a flush of its own, most of it the
@@ -572,12 +576,14 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 // and ledger row in the same transaction. The rows of datasets under a legal hold all stay. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
-// Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
+// Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking. Each row's
+// setting is joined by its dataset as well as its id, so that the statement joins no rows across datasets
+// (groupJoins).
 func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
-    WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.id = r.setting_id
+    WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.dataset_id = r.dataset_id AND h.id = r.setting_id
       AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[])) AND NOT r.dataset_id = ANY($7::text[])
       AND (r.dataset_id = ANY($6::text[])
            OR (` + pastGrace("$3", "$4::interval") + `
@@ -640,18 +646,21 @@ func collectRemoved(rows pgx.Rows, err error) (removedGroups, error) {
 	return g, err
 }
 
-// lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses.
+// lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses. The
+// datasets' own array ($2) restricts the counters read as well as the join does, so that a batch of the row phase,
+// whose groups are all of its dataset, reads the counters of that dataset alone (docs/scaling.md).
 const lockCountersInOrder = `
 SELECT 1 FROM row_stats st JOIN unnest($2::text[], $3::bigint[]) AS c (dataset_id, setting_id)
     ON st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id
-WHERE st.partition_name = $1 ORDER BY st.dataset_id, st.setting_id FOR UPDATE OF st`
+WHERE st.partition_name = $1 AND st.dataset_id = ANY($2::text[]) ORDER BY st.dataset_id, st.setting_id FOR UPDATE OF st`
 
 // subtractAndRecord updates the counters of partition $1 and writes one ledger row per dataset.
 const subtractAndRecord = `
 WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c (dataset_id, setting_id, n)),
 stats AS (
     UPDATE row_stats st SET row_count = st.row_count - c.n FROM c
-    WHERE st.partition_name = $1 AND st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id)
+    WHERE st.partition_name = $1 AND st.dataset_id = ANY($2::text[]) AND st.dataset_id = c.dataset_id
+      AND st.setting_id = c.setting_id)
 INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
 SELECT $5, dataset_id, $1, sum(n), false, $6 FROM c GROUP BY dataset_id`
 
