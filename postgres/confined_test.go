@@ -593,8 +593,8 @@ func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") 
 // datasets by design (a drop checks every group of a partition, a walk deletes every dataset's expired rows of a
 // block range), so they are not held to one dataset as the hot paths are; but each join between tables distributed
 // by dataset must pair rows of the same dataset (crossDatasetJoins), which a store distributed by dataset runs on
-// each node alone (docs/scaling.md). It failed on the drop check's and the row phase's listing (groupJoins) and on the
-// walk (DeleteBlocks), which joined a row's setting by its id only.
+// each node alone (docs/scaling.md): the drop check's and the row phase's listing (groupJoins) and the walk
+// (DeleteBlocks) joined a row's setting by its id only, the shape TestJoinCheckFindsJoinsAcrossDatasets finds.
 func TestRunJoinsNoRowsAcrossDatasets(t *testing.T) {
 	t.Parallel()
 	b := setupConfinement(t)
