@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,10 @@ func TestSmoke(t *testing.T) {
 			require.NotEqual(t, bench.NotRun, r.Holds, "%s did not run: %s", s, r.Note)
 		}
 	}
+	// The by-datasets cost curve reads the listing's row by its metric.
+	require.True(t, slices.ContainsFunc(report.Find(bench.ScenarioAPIReads), func(r bench.Row) bool {
+		return strings.HasPrefix(r.Metric, "GET /dataSets, first page of ") && r.Holds != bench.NotRun
+	}), "no GET /dataSets row in %+v", report.Find(bench.ScenarioAPIReads))
 	var text strings.Builder
 	require.NoError(t, report.WriteText(&text))
 	for _, s := range bench.Scenarios {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -61,7 +63,7 @@ var curveSpecs = []curveSpec{
 		}},
 	{name: "by-datasets", xLabel: "datasets (10M rows)", yLabel: "s", sizes: []int64{200, 1000, 5000},
 		figures: append(slices.Clone(runFigures), curveFigure{"TTL change", ScenarioTTLChange, "", false},
-			curveFigure{"GET /dataSets p99", ScenarioAPIReads, "GET /dataSets,", false}),
+			curveFigure{"GET /dataSets first page", ScenarioAPIReads, listingMetric, false}),
 		args: func(x int64) []string {
 			return []string{"-only", "retention-run,ttl-change,api-reads,memory", "-rows", "10000000", "-datasets", itoa(x)}
 		}},
@@ -118,7 +120,14 @@ func RunCurves(ctx context.Context, exe, dir, png string, maxSize int64, extra [
 		fmt.Fprintf(out, "%s: retentionbench %s\n", p.Curve, strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Stdout, cmd.Stderr = out, os.Stderr
+		// Interrupted, a point stops as a bench run does on Ctrl-C, stopping its own PostgreSQL; killed outright,
+		// it would leave that cluster running and its folder behind.
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		cmd.WaitDelay = time.Minute
 		if err := cmd.Run(); err != nil {
+			// A point that failed or was interrupted may still have written its report: measured again next time,
+			// not kept as if it were whole.
+			_ = os.Remove(p.file(dir))
 			return fmt.Errorf("%s at %d: %w", p.Curve, p.X, err)
 		}
 	}
@@ -168,8 +177,8 @@ func (f curveFigure) value(r Report) (float64, bool) {
 		if f.baseline {
 			s = row.Baseline
 		}
-		if strings.HasPrefix(f.metric, "GET ") {
-			_, s, _ = strings.Cut(s, "p99 ") // "1,234 req/s, p99 12 ms"
+		if _, p99, ok := strings.Cut(s, "p99 "); ok {
+			s = p99 // "1,234 req/s, p99 12 ms": the latency, not the rate
 		}
 		return parseFigure(s)
 	}
@@ -196,33 +205,48 @@ func parseFigure(s string) (float64, bool) {
 	return v, true
 }
 
-// DrawCurves draws the curves of the reports in dir into a PNG, one panel a curve and one for memory, and writes
-// their table (Markdown) to out.
+// DrawCurves draws the curves of the reports in dir into a PNG, one panel a curve and one for memory, on log-log
+// axes (a straight line of slope k is a cost growing as size^k), and writes two Markdown tables to out: every
+// point with its growth exponent from the point before, and what each figure's last segment predicts at 10× the
+// largest size measured.
 func DrawCurves(dir, png string, out io.Writer) error {
 	curves, err := readCurves(dir)
 	if err != nil {
 		return err
 	}
 	var plots []*plot.Plot
-	memory := plot.New()
-	memory.Title.Text, memory.X.Label.Text, memory.Y.Label.Text = "peak RSS of retentiond", "point size", "MB"
+	memory := newPlot("peak RSS of retentiond", "point size", "MB")
 	var memLines []any
-	fmt.Fprintln(out, "| curve | figure | size | value |\n| --- | --- | --- | --- |")
+	var predictions []string
+	fmt.Fprintln(out, "| curve | figure | size | value | exponent from the point before |\n| --- | --- | --- | --- | --- |")
 	for _, c := range curveSpecs {
-		p := plot.New()
-		p.Title.Text, p.X.Label.Text, p.Y.Label.Text = c.name, c.xLabel, c.yLabel
+		p := newPlot(c.name, c.xLabel, c.yLabel)
 		var lines []any
 		for _, f := range append(slices.Clone(c.figures), curveFigure{label: "peak RSS (MB)"}) {
 			vs := curves[c.name][f.label]
-			for _, v := range vs {
-				fmt.Fprintf(out, "| %s | %s | %s | %.4g |\n", c.name, f.label, fmtInt(int64(v.x)), v.y)
+			for i, v := range vs {
+				growth := "—"
+				if i > 0 {
+					growth = fmt.Sprintf("%.2f", exponent(vs[i-1], v))
+				}
+				fmt.Fprintf(out, "| %s | %s | %s | %.4g | %s |\n", c.name, f.label, fmtInt(int64(v.x)), v.y, growth)
+			}
+			if len(vs) >= 2 {
+				last, k := vs[len(vs)-1], exponent(vs[len(vs)-2], vs[len(vs)-1])
+				predictions = append(predictions, fmt.Sprintf("| %s | %s | %.4g at %s | %.2f | %.3g at %s |", c.name,
+					f.label, last.y, fmtInt(int64(last.x)), k, last.y*math.Pow(10, k), fmtInt(int64(last.x*10))))
 			}
 			if len(vs) == 0 {
 				continue
 			}
-			pts := make(plotter.XYs, len(vs))
-			for i, v := range vs {
-				pts[i].X, pts[i].Y = v.x, v.y
+			var pts plotter.XYs
+			for _, v := range vs {
+				if v.x > 0 && v.y > 0 { // a log axis has no place for 0; the table still lists it
+					pts = append(pts, plotter.XY{X: v.x, Y: v.y})
+				}
+			}
+			if len(pts) == 0 {
+				continue
 			}
 			if f.scenario == "" {
 				memLines = append(memLines, c.name, pts)
@@ -230,15 +254,53 @@ func DrawCurves(dir, png string, out io.Writer) error {
 			}
 			lines = append(lines, f.label, pts)
 		}
-		if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		if err := addLogLogLines(p, lines); err != nil {
 			return err
 		}
 		plots = append(plots, p)
 	}
-	if err := plotutil.AddLinePoints(memory, memLines...); err != nil {
+	fmt.Fprintln(out, "\n| curve | figure | largest measured | exponent of the last segment | predicted at 10× |\n| --- | --- | --- | --- | --- |")
+	fmt.Fprintln(out, strings.Join(predictions, "\n"))
+	if err := addLogLogLines(memory, memLines); err != nil {
 		return err
 	}
 	return writePNG(append(plots, memory), png)
+}
+
+// exponent is the slope between two points on log-log axes: k where the figure grows as size^k between them.
+func exponent(a, b curveValue) float64 {
+	if a.x <= 0 || b.x <= 0 || a.y <= 0 || b.y <= 0 || a.x == b.x {
+		return math.NaN()
+	}
+	return math.Log(b.y/a.y) / math.Log(b.x/a.x)
+}
+
+// newPlot is an empty panel with its title and axis labels.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text, p.X.Label.Text, p.Y.Label.Text = title, x, y
+	return p
+}
+
+// addLogLogLines draws the lines (label, points, label, points…) on logarithmic axes, so that curves spanning 30×
+// in size and growing at different rates stay readable side by side. A panel without points keeps linear axes:
+// a logarithmic one has no range to draw.
+func addLogLogLines(p *plot.Plot, lines []any) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+		return err
+	}
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		a.Scale, a.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		// One point, or one value: widen by a factor rather than by ±1 as a linear axis does, which could reach
+		// below zero.
+		if a.Min == a.Max {
+			a.Min, a.Max = a.Min/2, a.Max*2
+		}
+	}
+	return nil
 }
 
 // writePNG draws the panels on a grid of three columns.
