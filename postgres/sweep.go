@@ -354,20 +354,13 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 	return oids, err
 }
 
-// datasetPartition is a partition that may hold deletable rows of a dataset, with how many rows of the dataset it
-// holds, from the counters.
-type datasetPartition struct {
-	Name string
-	Rows int64
-}
-
-// DatasetPartitions lists the partitions holding rows of the dataset that may be deletable, with the dataset's rows
-// in each. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
+// DatasetPartitions lists the partitions holding rows of the dataset that may be
+// deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
 // has changed since (a shorter TTL, or one set where there was none), or if an earlier setting expired rows
 // imported with an older _ingestedAt (laterGroupMayExpire).
-func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]datasetPartition, error) {
+func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
-SELECT st.partition_name, sum(st.row_count)::bigint `+groupJoins+`
+SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
   AND (p.lower_bound <= $3 OR `+laterGroupMayExpire+`)
   AND NOT st.partition_name = ANY($4::text[])
@@ -375,44 +368,7 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[datasetPartition])
-}
-
-// DeleteDatasetBlocks deletes the dataset's deletable rows stored in blocks [from, to) of the partition and returns
-// how many: the row phase's read of a partition where the dataset holds so many of the rows that reading every
-// block once, in order, costs less than fetching its rows in index order, each batch of which would visit nearly
-// every block again. The range, the counters and the ledger commit together, in one transaction (recordRemoved).
-func (s *sweepQueries) DeleteDatasetBlocks(ctx context.Context, sw Sweep, datasetID, partition string, from, to int64) (int64, error) {
-	table := pgx.Identifier{partition}.Sanitize()
-	var total int64
-	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
-		total = 0
-		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
-			return err
-		}
-		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
-		if err != nil || none {
-			return err
-		}
-		query := fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %s r WHERE r.ctid >= $%d::tid AND r.ctid < $%d::tid AND %s
-    RETURNING r.dataset_id, r.setting_id)`+countGone, table, len(args)+1, len(args)+2, cond)
-		g, err := collectRemoved(tx.Query(ctx, query, append(args, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to))...))
-		if err != nil {
-			return err
-		}
-		for _, n := range g.rows {
-			total += n
-		}
-		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
-	})
-	if err != nil {
-		if isUndefinedTable(err) {
-			return 0, nil // dropped since it was listed: nothing left to delete there
-		}
-		return 0, fmt.Errorf("delete blocks %d-%d of %s in %s: %w", from, to, datasetID, partition, err)
-	}
-	return total, nil
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // batchKey is where a row-phase batch stopped in the dataset's index order (ts, row_id): the next batch of the

@@ -468,7 +468,7 @@ func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(w.cfg.Workers)
 	for _, part := range parts {
-		if s.Accounted[part.Name] {
+		if s.Accounted[part] {
 			continue
 		}
 		goRecover(g, func() error {
@@ -481,50 +481,19 @@ func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	return SweepResult{Rows: rows.Load()}, err
 }
 
-// sweepPartition deletes the dataset's deletable rows in one partition. Where the dataset holds at least a quarter of
-// the partition's rows, it reads the partition once in block ranges (walkDataset): its rows are spread over every
-// block, so each batch fetched in index order would visit nearly every block again (after a TTL is shortened, its
-// whole share of a partition is typically deletable). Elsewhere it reads only the dataset's rows, by index, in
-// batches that each start where the one before stopped (batchDataset). In a dry run it counts them.
-func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID string, part datasetPartition) (int64, error) {
+// sweepPartition deletes the dataset's deletable rows in one partition, by index, in batches that each start where
+// the one before stopped (batchDataset). In a dry run it counts them.
+func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string) (int64, error) {
 	if s.DryRun {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		defer cancel()
-		n, err := w.queries.CountDeletable(bctx, s, datasetID, part.Name)
+		n, err := w.queries.CountDeletable(bctx, s, datasetID, part)
 		if err != nil {
-			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part.Name, err)
+			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part, err)
 		}
 		return n, nil
 	}
-	blocks, perBlock, err := w.queries.PartitionSize(ctx, part.Name)
-	if err != nil {
-		return 0, err
-	}
-	if 4*float64(part.Rows) >= float64(blocks)*perBlock {
-		return w.walkDataset(ctx, s, datasetID, part, blocks)
-	}
-	return w.batchDataset(ctx, s, datasetID, part.Name)
-}
-
-// walkDataset deletes the dataset's deletable rows of the partition's blocks, in ranges holding about BatchSize rows
-// of the dataset each, one transaction a range, so that a range deletes no more than an index batch would. Rows
-// stored after the partition was measured lie beyond its last range; they were ingested after the sweep's time, so
-// none of them is deletable at it.
-func (w *Sweeper) walkDataset(ctx context.Context, s Sweep, datasetID string, part datasetPartition, blocks int64) (int64, error) {
-	step := max(int64(w.cfg.BatchSize)*blocks/max(part.Rows, 1), 1)
-	var total int64
-	for from := int64(0); from < blocks; from += step {
-		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		n, err := w.queries.DeleteDatasetBlocks(bctx, s, datasetID, part.Name, from, from+step)
-		cancel()
-		if err != nil {
-			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part.Name, err)
-		}
-		total += n
-	}
-	w.logger.DebugContext(ctx, "retention: dataset's share of a partition walked", slog.String("dataset_id", datasetID),
-		slog.String("partition", part.Name), slog.Int64("blocks", blocks), slog.Int64("rows", total))
-	return total, nil
+	return w.batchDataset(ctx, s, datasetID, part)
 }
 
 // batchDataset deletes the dataset's deletable rows of the partition in batches of BatchSize read by index, each
