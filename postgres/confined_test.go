@@ -18,6 +18,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
 )
 
 // The tests of this file hold the hot paths to statements that each touch the rows of one dataset: the condition
@@ -195,6 +196,8 @@ func TestHotPathsTouchOneDataset(t *testing.T) {
 		b.ingestLines(t, plain, `{"timestamp":"2024-12-05T00:00:00Z","_id":"c"}`)
 	})
 	b.on(t, "DeleteByID", func() { require.NoError(t, b.rows.DeleteRow(ctx, b.caller, plain, "b")) })
+	// The row phase after the shortened TTL: keyset batches by index.
+	b.on(t, "RowPhase", func() { b.sweepDatasetOnce(t, plain, "00000000-0000-0000-0000-0000000000c1") })
 	b.on(t, "Preview", func() {
 		for _, id := range []string{plain, overridden} {
 			_, err := b.previews.Preview(ctx, b.caller, id, catalog.LakeHouse, nil, true)
@@ -222,6 +225,9 @@ func TestHotPathsTouchOneDataset(t *testing.T) {
 		}
 	}
 	t.Logf("statements planned, by hot path: %v", perPath)
+	require.True(t, slices.ContainsFunc(b.rec.stmts, func(st recordedStatement) bool {
+		return st.path == "RowPhase" && strings.Contains(st.sql, "ORDER BY r.ts, r.row_id LIMIT")
+	}), "the row phase deleted in keyset batches")
 	require.Greater(t, planned, 50, "the hot paths were recorded")
 	for _, path := range []string{"IngestWithoutIDs", "IngestWithIDs", "IngestResentID", "IngestAfterPatch"} {
 		require.NotEmpty(t, b.rec.copies[path], "%s copied its rows", path)
@@ -229,6 +235,14 @@ func TestHotPathsTouchOneDataset(t *testing.T) {
 			require.Regexp(t, `^"(lake|profile)_rows_p\w+"$`, table, "%s copies straight into a partition", path)
 		}
 	}
+}
+
+// sweepDatasetOnce records a running run and sweeps the dataset's rows as its part for the dataset does.
+func (b *confinementBundle) sweepDatasetOnce(t *testing.T, id, runID string) {
+	t.Helper()
+	b.startRun(t, runID, retention.Period{})
+	_, err := b.sweeper.SweepDataset(context.Background(), postgres.Sweep{RunID: runID, Store: catalog.LakeHouse, At: b.now}, id)
+	require.NoError(t, err)
 }
 
 // hotPathExemptions are the statements of the hot paths that read across datasets by design, and why
@@ -567,3 +581,161 @@ func closesAtEnd(s string) bool {
 
 // oneLine is a statement on one line, for messages.
 func oneLine(sql string) string { return strings.Join(strings.Fields(sql), " ") }
+
+// TestRunJoinsNoRowsAcrossDatasets holds a whole run (drops, the boundary walk beside them, and the row phase after a
+// shortened TTL) to statements that never join rows of one dataset with another's. A run's statements read many
+// datasets by design (a drop checks every group of a partition, a walk deletes every dataset's expired rows of a
+// block range), so they are not held to one dataset as the hot paths are; but each join between tables distributed
+// by dataset must pair rows of the same dataset (crossDatasetJoins), which a store distributed by dataset runs on
+// each node alone (docs/scaling.md): the drop check's and the row phase's listing (groupJoins) and the walk
+// (DeleteBlocks) joined a row's setting by its id only, the shape TestJoinCheckFindsJoinsAcrossDatasets finds.
+func TestRunJoinsNoRowsAcrossDatasets(t *testing.T) {
+	t.Parallel()
+	b := setupConfinement(t)
+	ctx := context.Background()
+	kept, shortened := b.newDataset(t, "kept"), b.newDataset(t, "shortened")
+	b.setTTL(t, kept, "P1M")
+	b.setTTL(t, shortened, "P3M")
+	for _, id := range []string{kept, shortened} {
+		b.ingestLines(t, id, `{"timestamp":"2024-10-15T00:00:00Z"}`, `{"timestamp":"2024-11-15T00:00:00Z"}`,
+			`{"timestamp":"2024-12-15T00:00:00Z"}`, `{"timestamp":"2024-12-31T12:00:00Z"}`)
+	}
+	b.now = b.now.Add(time.Hour)
+	b.setTTL(t, shortened, "P1M")
+	b.now = b.now.Add(20 * 24 * time.Hour)
+
+	var removed map[string]int64
+	b.on(t, "Run", func() { removed = b.sweep(t, "00000000-0000-0000-0000-0000000000d1", retention.Period{}, true) })
+	require.Equal(t, map[string]int64{kept: 3, shortened: 3}, removed, "drops, the walk and the row phase all removed rows")
+
+	planned := 0
+	for _, st := range b.rec.stmts {
+		if !plannable(st.sql) {
+			continue
+		}
+		planned++
+		violations, err := crossDatasetJoins(ctx, b.db.Pool, st.sql, st.args)
+		require.NoError(t, err, st.sql)
+		for _, v := range violations {
+			t.Errorf("%s\nin: %s", v, oneLine(st.sql))
+		}
+	}
+	require.Greater(t, planned, 10, "the run was recorded")
+}
+
+// TestJoinCheckFindsJoinsAcrossDatasets holds crossDatasetJoins able to fail: a join of a row's setting by its id
+// alone is found, in the shape groupJoins had, and the co-located join passes.
+func TestJoinCheckFindsJoinsAcrossDatasets(t *testing.T) {
+	t.Parallel()
+	b := setupConfinement(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "one")
+	b.ingestLines(t, id, `{"timestamp":"2024-12-01T00:00:00Z"}`)
+	for _, tc := range []struct{ name, sql, want string }{
+		{name: "RowsBySettingID", want: "ttl_settings h",
+			sql: `SELECT count(*) FROM lake_rows r JOIN ttl_settings h ON h.id = r.setting_id`},
+		{name: "CountersBySettingID", want: "ttl_settings h",
+			sql: `SELECT count(*) FROM row_stats st LEFT JOIN ttl_settings h ON h.id = st.setting_id WHERE h.ttl IS NOT NULL`},
+		{name: "CoLocated", want: "",
+			sql: `SELECT count(*) FROM row_stats st LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_id
+			      WHERE h.ttl IS NOT NULL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			violations, err := crossDatasetJoins(ctx, b.db.Pool, tc.sql, nil)
+			require.NoError(t, err)
+			if tc.want == "" {
+				require.Empty(t, violations)
+				return
+			}
+			require.NotEmpty(t, violations)
+			require.Contains(t, strings.Join(violations, "\n"), tc.want)
+		})
+	}
+}
+
+// columnRef is a qualified column in a condition as EXPLAIN prints it: alias.column.
+var columnRef = regexp.MustCompile(`\b([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b`)
+
+// crossDatasetJoins plans sql with args and returns each scan of a table distributed by dataset whose conditions
+// (its own, or those of a join above it) name a column of another such scan that no chain of equalities between
+// distribution columns ties it to, anywhere in the plan: a join that may pair rows of different datasets.
+func crossDatasetJoins(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args []any) ([]string, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	plan, err := explain(ctx, tx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	var scans []planScan
+	collectScans(plan[0]["Plan"].(map[string]any), nil, &scans)
+	cols, names := map[string]string{}, map[string]string{}
+	for _, s := range scans {
+		cols[s.canonical()], names[s.canonical()] = s.column, s.name()
+	}
+	tied := tiedScans(scans, cols)
+	var violations []string
+	for _, s := range scans {
+		for _, other := range s.joined(cols) {
+			if tied.find(s.canonical()) != tied.find(other) {
+				violations = append(violations, fmt.Sprintf("%s joins %s without equal %s (conditions: %s)",
+					s.name(), names[other], s.column, strings.Join(s.conds, "; ")))
+			}
+		}
+	}
+	slices.Sort(violations)
+	return slices.Compact(violations), nil
+}
+
+// canonical is the alias conditions name the scan by: its parent's for the scan of a store's partition (r for r_1).
+func (s planScan) canonical() string {
+	if m := partitionAlias.FindStringSubmatch(s.alias); m != nil && isStorePartition(s.relation) {
+		return m[1]
+	}
+	return s.alias
+}
+
+// aliasSets is a union-find over scans' aliases.
+type aliasSets map[string]string
+
+func (u aliasSets) find(a string) string {
+	for u[a] != "" && u[a] != a {
+		a = u[a]
+	}
+	return a
+}
+
+// tiedScans groups the scans that a top-level equality of their distribution columns joins, directly or through
+// others: the rows of one group are of one dataset.
+func tiedScans(scans []planScan, cols map[string]string) aliasSets {
+	u := aliasSets{}
+	for _, s := range scans {
+		for _, cond := range s.conds {
+			for _, c := range conjuncts(cond) {
+				m := equalsColumn.FindStringSubmatch(c)
+				if m == nil || cols[m[1]] != m[2] || cols[m[3]] != m[4] {
+					continue
+				}
+				u[u.find(m[1])] = u.find(m[3])
+			}
+		}
+	}
+	return u
+}
+
+// joined returns the other distributed scans, by canonical alias, whose columns the scan's conditions name.
+func (s planScan) joined(cols map[string]string) []string {
+	var out []string
+	for _, cond := range s.conds {
+		for _, m := range columnRef.FindAllStringSubmatch(cond, -1) {
+			if _, ok := cols[m[1]]; ok && m[1] != s.canonical() && m[1] != s.alias && !slices.Contains(out, m[1]) {
+				out = append(out, m[1])
+			}
+		}
+	}
+	return out
+}

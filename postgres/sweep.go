@@ -43,10 +43,14 @@ const droppableCondition = `NOT EXISTS (SELECT 1 ` + groupJoins + ` WHERE st.par
                   <= coalesce(sum(k.row_count) FILTER (WHERE NOT k.dataset_id = ANY($5::text[])), 0)
            FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0))`
 
+// groupJoins joins each counter group st with its partition p, its dataset d and its placement setting h. The
+// setting is joined by its dataset as well as its id (the same row: a group's setting is its dataset's), so that no
+// statement joins rows across datasets: on a store distributed by dataset that is a co-located join
+// (docs/scaling.md).
 const groupJoins = `FROM row_stats st
 JOIN row_partitions p ON p.name = st.partition_name
 LEFT JOIN datasets d ON d.id = st.dataset_id
-LEFT JOIN ttl_settings h ON h.id = st.setting_id`
+LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_id`
 
 // inRemovalTx runs fn in a transaction that removes rows and commits without waiting for its WAL to reach disk
 // (synchronous_commit off): each batch of a run would otherwise wait for a flush of its own, most of it the
@@ -367,12 +371,46 @@ GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// DeleteBatch deletes at most limit deletable rows of the dataset from the partition and returns how many. The batch, the counters and the ledger commit together, in one
-// transaction (recordRemoved).
-func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int) (int64, error) {
+// batchKey is where a row-phase batch stopped in the dataset's index order (ts, row_id): the next batch of the
+// partition starts after it. At the sweep's fixed time a row the scan passed over was judged and stays judged, so
+// no batch needs to read it again.
+type batchKey struct {
+	TS    time.Time
+	RowID string
+}
+
+// deleteBatchSQL is one row-phase batch of partition %[1]s: it picks, in the dataset's index order from after the
+// previous batch's key (%[3]s), at most $%[4]d rows that the condition %[2]s selects, deletes them, and answers the
+// countGone groups beside the key of the last row picked and how many were picked. A LIMIT batch without the key
+// would walk again, from the start of the range, over every index entry the batches before it deleted (dead until
+// VACUUM) or passed over. The outer dataset_id test is what the pick already guarantees on one server; it keeps the
+// statement confined to the dataset where ctids are per shard (docs/scaling.md).
+const deleteBatchSQL = `WITH pick AS MATERIALIZED (
+    SELECT r.ctid, r.ts, r.row_id FROM %[1]s r WHERE %[2]s%[3]s ORDER BY r.ts, r.row_id LIMIT $%[4]d),
+gone AS (
+    DELETE FROM %[1]s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT ctid FROM pick))
+    RETURNING dataset_id, setting_id),
+groups AS (SELECT dataset_id, setting_id, count(*)::bigint AS n FROM gone GROUP BY dataset_id, setting_id)
+SELECT g.dataset_id, g.setting_id, g.n, l.ts, l.row_id, l.picked
+FROM (SELECT p.ts, p.row_id, count(*) OVER ()::bigint AS picked FROM pick p ORDER BY p.ts DESC, p.row_id DESC LIMIT 1) l
+LEFT JOIN groups g ON true`
+
+// afterKey is deleteBatchSQL's start condition for a batch after key, as the row comparison the index
+// (dataset_id, ts, row_id) scans from, with its parameters numbered from n.
+func afterKey(n int) string {
+	return fmt.Sprintf(` AND (r.ts, r.row_id) > ($%d::timestamptz, $%d::text)`, n, n+1)
+}
+
+// DeleteBatch deletes at most limit deletable rows of the dataset from the partition, in its index order from after
+// key (nil: from the start), and returns how many it deleted and where the next batch starts; a nil next key means
+// the batch picked fewer than limit rows: the partition holds no more. The batch, the counters and the ledger commit
+// together, in one transaction (recordRemoved).
+func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int, key *batchKey) (int64, *batchKey, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
+	var next *batchKey
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+		total, next = 0, nil
 		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
 			return err
 		}
@@ -380,27 +418,52 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if err != nil || none {
 			return err
 		}
-		// The outer dataset_id test is what the inner select already guarantees on one server; it keeps the
-		// statement confined to the dataset where ctids are per shard (docs/scaling.md).
-		query := fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT r.ctid FROM %s r WHERE %s LIMIT $%d))
-    RETURNING dataset_id, setting_id)`+countGone, table, table, cond, len(args)+1)
-		g, err := collectRemoved(tx.Query(ctx, query, append(args, limit)...))
+		limitAt := len(args) + 1
+		args = append(args, limit)
+		start := ""
+		if key != nil {
+			start = afterKey(limitAt + 1)
+			args = append(args, key.TS, key.RowID)
+		}
+		g, last, picked, err := collectBatch(tx.Query(ctx, fmt.Sprintf(deleteBatchSQL, table, cond, start, limitAt), args...))
 		if err != nil {
 			return err
 		}
 		for _, n := range g.rows {
 			total += n
 		}
+		if picked == int64(limit) {
+			next = &last
+		}
 		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
-			return 0, nil // dropped since it was listed: nothing left to delete there
+			return 0, nil, nil // dropped since it was listed: nothing left to delete there
 		}
-		return 0, fmt.Errorf("delete batch of %s in %s: %w", datasetID, partition, err)
+		return 0, nil, fmt.Errorf("delete batch of %s in %s: %w", datasetID, partition, err)
 	}
-	return total, nil
+	return total, next, nil
+}
+
+// collectBatch reads what a deleteBatchSQL statement answers: the groups it deleted, the key of the last row it
+// picked and how many it picked (no row at all when it picked none).
+func collectBatch(rows pgx.Rows, err error) (removedGroups, batchKey, int64, error) {
+	var g removedGroups
+	var last batchKey
+	var picked int64
+	if err != nil {
+		return g, last, 0, err
+	}
+	var ds *string
+	var setting, n *int64
+	_, err = pgx.ForEachRow(rows, []any{&ds, &setting, &n, &last.TS, &last.RowID, &picked}, func() error {
+		if ds != nil {
+			g.datasets, g.settings, g.rows = append(g.datasets, *ds), append(g.settings, *setting), append(g.rows, *n)
+		}
+		return nil
+	})
+	return g, last, picked, err
 }
 
 // CountDeletable counts the dataset's deletable rows in the partition, for dry runs.
@@ -469,12 +532,14 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 // and ledger row in the same transaction. The rows of datasets under a legal hold all stay. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
 // a row still under the setting it was stored with is judged by its placed expiry alone.
 //
-// Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking.
+// Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking. Each row's
+// setting is joined by its dataset as well as its id, so that the statement joins no rows across datasets
+// (groupJoins).
 func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
-    WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.id = r.setting_id
+    WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.dataset_id = r.dataset_id AND h.id = r.setting_id
       AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[])) AND NOT r.dataset_id = ANY($7::text[])
       AND (r.dataset_id = ANY($6::text[])
            OR (` + pastGrace("$3", "$4::interval") + `
@@ -537,18 +602,21 @@ func collectRemoved(rows pgx.Rows, err error) (removedGroups, error) {
 	return g, err
 }
 
-// lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses.
+// lockCountersInOrder locks the counters of the groups in key order, which every walker of the partition uses. The
+// datasets' own array ($2) restricts the counters read as well as the join does, so that a batch of the row phase,
+// whose groups are all of its dataset, reads the counters of that dataset alone (docs/scaling.md).
 const lockCountersInOrder = `
 SELECT 1 FROM row_stats st JOIN unnest($2::text[], $3::bigint[]) AS c (dataset_id, setting_id)
     ON st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id
-WHERE st.partition_name = $1 ORDER BY st.dataset_id, st.setting_id FOR UPDATE OF st`
+WHERE st.partition_name = $1 AND st.dataset_id = ANY($2::text[]) ORDER BY st.dataset_id, st.setting_id FOR UPDATE OF st`
 
 // subtractAndRecord updates the counters of partition $1 and writes one ledger row per dataset.
 const subtractAndRecord = `
 WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c (dataset_id, setting_id, n)),
 stats AS (
     UPDATE row_stats st SET row_count = st.row_count - c.n FROM c
-    WHERE st.partition_name = $1 AND st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id)
+    WHERE st.partition_name = $1 AND st.dataset_id = ANY($2::text[]) AND st.dataset_id = c.dataset_id
+      AND st.setting_id = c.setting_id)
 INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_deleted, dropped, deleted_at)
 SELECT $5, dataset_id, $1, sum(n), false, $6 FROM c GROUP BY dataset_id`
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -602,5 +603,74 @@ func TestWalkJudgesImportedRowsByTheirHistory(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(rows_deleted), 0)::bigint
 		FROM retention_deletions WHERE run_id = $1 AND partition_name = 'lake_rows_p202506' AND NOT dropped`, runID).Scan(&walked))
 	require.Equal(t, int64(2), walked, "the walk of June's partition removed both")
+	b.requireCountersExact(t)
+}
+
+// TestRowPhaseBatchesStartWhereTheLastStopped holds the row phase's index batches to keyset batches: in a partition
+// where the dataset holds too few rows to be walked in block ranges, each batch after the first starts after the
+// (ts, row_id) of the last row the one before it picked, so no batch reads again the index entries earlier batches
+// deleted (dead until VACUUM) or passed over. LIMIT batches that each started from the range's start, as before,
+// fail it: they carried no start key.
+func TestRowPhaseBatchesStartWhereTheLastStopped(t *testing.T) {
+	t.Parallel()
+	b := setupConfinement(t)
+	ctx := context.Background()
+	b.sweeper = postgres.MustSweeper(b.db, postgres.SweepConfig{BatchSize: 5, Workers: 1})
+	small, big := b.newDataset(t, "small"), b.newDataset(t, "big")
+	for _, id := range []string{small, big} {
+		b.setTTL(t, id, "P3M")
+	}
+	// Both in one partition (placed in February 2025), the small dataset with a tenth of its rows.
+	first := time.Date(2024, 11, 1, 0, 0, 0, 0, time.UTC)
+	lines := func(prefix string, n int) []string {
+		var out []string
+		for i := range n {
+			ts := first.Add(time.Duration(i) * 25 * time.Minute)
+			out = append(out, fmt.Sprintf(`{"timestamp":%q,"_id":"%s%03d"}`, ts.Format(time.RFC3339), prefix, i))
+		}
+		return out
+	}
+	b.ingestLines(t, small, lines("s", 23)...)
+	b.ingestLines(t, big, lines("b", 230)...)
+	_, err := b.db.Pool.Exec(ctx, `ANALYZE lake_rows`)
+	require.NoError(t, err)
+	b.now = b.now.Add(time.Hour)
+	b.setTTL(t, small, "P1M")
+	b.now = b.now.Add(time.Hour)
+
+	type key struct {
+		ts time.Time
+		id string
+	}
+	var keys []key
+	rows, err := b.db.Pool.Query(ctx, `SELECT ts, row_id FROM lake_rows WHERE dataset_id = $1 ORDER BY ts, row_id`, small)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k key
+		require.NoError(t, rows.Scan(&k.ts, &k.id))
+		keys = append(keys, k)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, keys, 23)
+
+	b.on(t, "RowPhase", func() { b.sweepDatasetOnce(t, small, "00000000-0000-0000-0000-0000000000e1") })
+	var batches []recordedStatement
+	for _, st := range b.rec.stmts {
+		if st.path == "RowPhase" && strings.Contains(st.sql, "ORDER BY r.ts, r.row_id LIMIT") {
+			batches = append(batches, st)
+		}
+	}
+	require.Len(t, batches, 5, "23 deletable rows in batches of 5: four full, one short")
+	require.NotContains(t, batches[0].sql, "(r.ts, r.row_id) >", "the first batch starts at the range's start")
+	for i, st := range batches[1:] {
+		last := keys[5*(i+1)-1]
+		n := len(st.args)
+		require.Contains(t, st.sql, "(r.ts, r.row_id) >", "batch %d starts after a key", i+2)
+		require.Equal(t, []any{last.ts.UTC(), last.id}, []any{st.args[n-2].(time.Time).UTC(), st.args[n-1]},
+			"batch %d starts after the last row batch %d picked", i+2, i+1)
+	}
+	var left int64
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM lake_rows WHERE dataset_id = $1`, small).Scan(&left))
+	require.Zero(t, left, "every row of the small dataset expired under P1M and went")
 	b.requireCountersExact(t)
 }

@@ -496,7 +496,7 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 }
 
 // sweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
-// partitions at once, each batch by batch until a batch comes back short.
+// partitions at once, never two workers on one partition, so that their counter updates never wait for each other.
 func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
 	parts, err := w.queries.DatasetPartitions(ctx, s, datasetID)
 	if err != nil {
@@ -519,6 +519,8 @@ func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	return SweepResult{Rows: rows.Load()}, err
 }
 
+// sweepPartition deletes the dataset's deletable rows in one partition, by index, in batches that each start where
+// the one before stopped (batchDataset). In a dry run it counts them.
 func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string) (int64, error) {
 	if s.DryRun {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
@@ -529,20 +531,28 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 		}
 		return n, nil
 	}
+	return w.batchDataset(ctx, s, datasetID, part)
+}
+
+// batchDataset deletes the dataset's deletable rows of the partition in batches of BatchSize read by index, each
+// from the key where the one before stopped, until one comes back short.
+func (w *Sweeper) batchDataset(ctx context.Context, s Sweep, datasetID, part string) (int64, error) {
 	var total int64
+	var key *batchKey
 	for {
 		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		n, err := w.queries.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize)
+		n, next, err := w.queries.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize, key)
 		cancel()
 		if err != nil {
 			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
 		}
 		total += n
 		w.logger.DebugContext(ctx, "retention: batch", slog.String("dataset_id", datasetID), slog.String("partition", part), slog.Int64("rows", n))
-		if n < int64(w.cfg.BatchSize) {
+		if next == nil {
 			return total, nil
 		}
+		key = next
 		if err := w.pace.after(ctx, started); err != nil {
 			return total, err
 		}
