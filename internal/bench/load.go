@@ -146,6 +146,10 @@ type ttlStep struct {
 	left       string
 }
 
+// ttlChangeGoal is how soon a TTL change of a 1M-row dataset must be fully in effect (issue #20, goal 4; it was
+// 10 s before).
+const ttlChangeGoal = 5 * time.Second
+
 // ttlChange shortens, then lengthens, the TTL of a dataset of TTLRows rows, and times each until reads and the next
 // run agree with the new value, while clients read GET /ttl/{id}.
 func (h *harness) ttlChange(ctx context.Context) error {
@@ -221,7 +225,7 @@ func (h *harness) ttlChange(ctx context.Context) error {
 			"whose first row must be the oldest row the TTL history keeps); the next run (datasetIds: [id]) took %s and deleted %s rows; %s",
 			fmtDur(s.patch), fmtDur(s.readsAgree), s.reads, fmtDur(s.runWall), fmtInt(s.run.Progress.RowsDeleted), s.left)
 		h.report.add(Row{Scenario: ScenarioTTLChange, Metric: fmt.Sprintf("%s → %s on %s rows, until in effect", s.from, s.to, fmtInt(int64(cfg.TTLRows))),
-			Ours: fmtDur(s.total), Goal: "< 10 s", Holds: verdict(s.total < 10*time.Second && s.leftOK), Note: note})
+			Ours: fmtDur(s.total), Goal: "< " + fmtDur(ttlChangeGoal), Holds: verdict(s.total < ttlChangeGoal && s.leftOK), Note: note})
 	}
 	lat := latencies(samples, from, to)
 	errNote := ""
