@@ -204,6 +204,11 @@ func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (DropResult
 	for len(parts) > 0 {
 		batch := parts[:min(w.cfg.DropBatch, len(parts))]
 		parts = parts[len(batch):]
+		if !s.DryRun {
+			if err := w.queries.ForgetIDFilters(ctx, batch); err != nil {
+				return res, err
+			}
+		}
 		dropped, err := w.dropWithRetry(ctx, s, batch)
 		if err != nil {
 			return res, err
