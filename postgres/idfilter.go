@@ -20,8 +20,9 @@ import (
 // filters may hold. A filter never forgets an _id (deleted rows leave their bits), so it only errs towards a probe.
 //
 // A pair holding rows and no filter is unfiltered (rows stored before migration 0012, or more _ids than
-// maxIDFilters filters hold): every _id is probed there. A pair's filters start once it holds no row, and a drop of
-// the partition deletes them (the foreign key's cascade, in the drop's transaction).
+// maxIDFilters filters hold): every _id is probed there. A pair's filters start once it holds no row. A drop of the
+// partition deletes them just before its own transaction (ForgetIDFilters), which leaves the pairs unfiltered if
+// the drop does not follow, and the foreign key's cascade, in the drop's transaction, takes any written since.
 
 // Each filter is small enough to stay in its table row (no TOAST) and is rewritten whole when a chunk adds to it;
 // a pair fills them one after the other. A "maybe" costs a probe of every partition that answers it for the chunk,

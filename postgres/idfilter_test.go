@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,8 +140,8 @@ func TestUnfilteredPairsAreProbed(t *testing.T) {
 	b.requireCountersExact(t)
 }
 
-// TestDropTakesItsFilters checks that a run's drop deletes the dropped partition's filters in its transaction,
-// and that a partition made again for the same range starts afresh.
+// TestDropTakesItsFilters checks that a run's drop deletes the dropped partition's filters (ahead of its
+// transaction: TestDropForgetsFiltersBeforeItLocksTheStore).
 func TestDropTakesItsFilters(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
@@ -193,4 +194,72 @@ func TestConcurrentResendsKeepOneRowPerID(t *testing.T) {
 	require.Equal(t, ids, rows, "each _id is stored once")
 	require.Equal(t, ids, distinct)
 	b.requireCountersExact(t)
+}
+
+// TestForgottenFiltersLeaveThePairsProbed checks what makes it safe for a drop to delete a partition's filters in a
+// transaction ahead of its own (ForgetIDFilters): where no drop follows, the pairs hold rows and no filter, so they
+// are unfiltered, probed for every _id, and a re-sent _id still replaces its row there. A held dataset keeps its
+// filters.
+func TestForgottenFiltersLeaveThePairsProbed(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	ds, held := b.newDataset(t, "forgotten"), b.newDataset(t, "held")
+	for _, id := range []string{ds, held} {
+		b.setTTL(t, id, "P1Y")
+		b.ingestSeries(t, id, 200, time.Hour)
+	}
+	b.placeHold(t, held)
+	rows, err := b.db.Pool.Query(ctx, `SELECT DISTINCT partition_name FROM row_id_filters`)
+	require.NoError(t, err)
+	parts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, parts)
+
+	require.NoError(t, b.sweeper.Queries().ForgetIDFilters(ctx, parts))
+	filtered, holding := filterPairs(t, b.db, ds)
+	require.Zero(t, filtered, "the dataset's pairs lost their filters")
+	require.Positive(t, holding)
+	filtered, holding = filterPairs(t, b.db, held)
+	require.Equal(t, holding, filtered, "the held dataset keeps its filters")
+
+	b.resend(t, ds, "r7", b.now.Add(-3*time.Hour), "second")
+	require.Equal(t, []string{"second"}, b.versionsOf(t, ds, "r7"), "the re-sent _id replaced its row in an unfiltered pair")
+	filtered, _ = filterPairs(t, b.db, ds)
+	require.Zero(t, filtered, "no filter starts in a pair that holds rows")
+	b.requireCountersExact(t)
+}
+
+// TestDropForgetsFiltersBeforeItLocksTheStore checks where a drop deletes the dropped partitions' filters: in a
+// transaction committed before its own takes the store's parent table, which every ingestion waits for while the
+// drop holds it.
+func TestDropForgetsFiltersBeforeItLocksTheStore(t *testing.T) {
+	t.Parallel()
+	b := setupConfinement(t)
+	ds := b.newDataset(t, "dropped")
+	b.setTTL(t, ds, "P1M")
+	b.ingestSeries(t, ds, 200, time.Hour)
+	b.now = b.now.AddDate(0, 3, 0)
+	b.on(t, "Drop", func() {
+		removed := b.sweep(t, "00000000-0000-0000-0000-0000000000f3", retention.Period{}, true)
+		require.EqualValues(t, 200, removed[ds])
+	})
+	forget, lock, committed := -1, -1, -1
+	for i, st := range b.rec.stmts {
+		switch {
+		case st.path != "Drop":
+		case strings.HasPrefix(st.sql, "DELETE FROM row_id_filters") && forget < 0:
+			forget = i
+		case forget >= 0 && committed < 0 && strings.EqualFold(strings.TrimSpace(st.sql), "commit"):
+			committed = i
+		case strings.HasPrefix(st.sql, "LOCK TABLE ONLY lake_rows IN ACCESS EXCLUSIVE") && lock < 0:
+			lock = i
+		}
+	}
+	require.GreaterOrEqual(t, forget, 0, "the drop deleted the filters")
+	require.Greater(t, committed, forget, "in a transaction that committed")
+	require.Greater(t, lock, committed, "before the drop's transaction took the store")
+	var left int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM row_id_filters`).Scan(&left))
+	require.Zero(t, left)
 }
