@@ -293,14 +293,72 @@ func addLogLogLines(p *plot.Plot, lines []any) error {
 		return err
 	}
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
-		a.Scale, a.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		a.Scale, a.Tick.Marker = plot.LogScale{}, ticks125{}
 		// One point, or one value: widen by a factor rather than by ±1 as a linear axis does, which could reach
 		// below zero.
 		if a.Min == a.Max {
 			a.Min, a.Max = a.Min/2, a.Max*2
 		}
+		// Out to the 1-2-5 values around the range, so that even a panel spanning less than a decade (memory, a
+		// flat latency) has labelled ticks at both ends.
+		a.Min, a.Max = step125(a.Min, false), step125(a.Max, true)
 	}
 	return nil
+}
+
+// ticks125 marks a logarithmic axis at 1, 2 and 5 times each power of ten, labelled (powers of ten alone over more
+// than three decades), and at the other integers times it, unlabelled: gonum's LogTicks labels powers of ten only,
+// which leaves a panel within one decade bare.
+type ticks125 struct{}
+
+// Ticks implements plot.Ticker.
+func (ticks125) Ticks(minV, maxV float64) []plot.Tick {
+	var out []plot.Tick
+	for k := math.Floor(math.Log10(minV)); k <= math.Ceil(math.Log10(maxV)); k++ {
+		for m := 1.0; m <= 9; m++ {
+			v := m * math.Pow(10, k)
+			if v < minV*(1-1e-9) || v > maxV*(1+1e-9) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			// Over more than three decades (the memory panel's sizes), 2 and 5 would crowd the labels.
+			if m == 1 || (m == 2 || m == 5) && maxV/minV <= 1000 {
+				t.Label = tickLabel(v)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// step125 returns the 1-2-5 value (1, 2 or 5 times a power of ten) at or below v, or at or above it with up.
+func step125(v float64, up bool) float64 {
+	k := math.Pow(10, math.Floor(math.Log10(v)))
+	steps := []float64{1, 2, 5, 10}
+	if up {
+		for _, m := range steps {
+			if m*k >= v*(1-1e-9) {
+				return m * k
+			}
+		}
+	}
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i]*k <= v*(1+1e-9) {
+			return steps[i] * k
+		}
+	}
+	return k
+}
+
+// tickLabel writes a tick's value short: 2M, 500k, 20, 0.005.
+func tickLabel(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', -1, 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'g', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // writePNG draws the panels on a grid of three columns.

@@ -77,3 +77,24 @@ func TestCurvePointsSkipBigSizes(t *testing.T) {
 	}
 	require.Greater(t, len(CurvePoints(0)), len(small))
 }
+
+// TestTicksLabelEveryPanel holds the axes of the plot readable within a decade: the range goes out to the 1-2-5
+// values around it, and those values are labelled.
+func TestTicksLabelEveryPanel(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 20.0, step125(23, false))
+	require.Equal(t, 100.0, step125(70, true))
+	require.Equal(t, 0.005, step125(0.0064, false))
+	require.Equal(t, 0.01, step125(0.0067, true))
+	require.Equal(t, 1e6, step125(1e6, false))
+	var labels []string
+	for _, tk := range (ticks125{}).Ticks(20, 100) {
+		if tk.Label != "" {
+			labels = append(labels, tk.Label)
+		}
+	}
+	require.Equal(t, []string{"20", "50", "100"}, labels)
+	require.Equal(t, "3M", tickLabel(3e6))
+	require.Equal(t, "500k", tickLabel(5e5))
+	require.Equal(t, "0.005", tickLabel(0.005))
+}
