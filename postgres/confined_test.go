@@ -295,14 +295,6 @@ func TestConfinementCheckFindsCrossDatasetStatements(t *testing.T) {
 			sql: `DELETE FROM ` + shared[0] + ` r WHERE r.placed_expiry <= now()`},
 		{name: "CountersOfAPartition", want: "row_stats st is not restricted to one dataset",
 			sql: postgres.PartitionSizesSQL, args: []any{shared}},
-		{name: "JoinThroughASubqueryBySettingID", want: "ttl_settings h is not restricted to one dataset",
-			sql: `SELECT count(*) FROM (SELECT t.* FROM ` + shared[0] + ` t WHERE t.dataset_id = $1 OFFSET 0) r
-				JOIN ttl_settings h ON h.id = r.setting_id`,
-			args: []any{one}},
-		{name: "OneDatasetCoLocatedThroughASubquery", want: "",
-			sql: `SELECT count(*) FROM (SELECT t.* FROM ` + shared[0] + ` t WHERE t.dataset_id = $1 OFFSET 0) r
-				JOIN ttl_settings h ON h.dataset_id = r.dataset_id AND h.id = r.setting_id`,
-			args: []any{one}},
 		{name: "OneDatasetCoLocated", want: "",
 			sql:  `SELECT count(*) FROM lake_rows r JOIN ttl_settings h ON h.dataset_id = r.dataset_id AND h.id = r.setting_id WHERE r.dataset_id = $1`,
 			args: []any{one}},
@@ -345,7 +337,6 @@ func confinementViolations(ctx context.Context, pool interface {
 			cols[m[1]] = s.column
 		}
 	}
-	passThroughs(plan[0]["Plan"].(map[string]any), cols)
 	var violations []string
 	values := map[string]bool{}
 	for _, s := range scans {
@@ -448,32 +439,6 @@ func collectScans(node map[string]any, above []string, scans *[]planScan) {
 	for _, child := range children(node) {
 		collectScans(child, above, scans)
 	}
-}
-
-// passThroughs adds to cols the aliases of the subquery scans in the plan that pass a scan of a distributed table
-// through, its distribution column under its own name (as SELECT t.* does): a join on that column of the subquery
-// is a join on the scan's, which collectScans checks is restricted to one dataset.
-func passThroughs(node map[string]any, cols map[string]string) {
-	kids := children(node)
-	if node["Node Type"] == "Subquery Scan" {
-		// Its other children are the init plans and subplans of its conditions.
-		for _, sub := range kids {
-			rel, _ := sub["Relation Name"].(string)
-			inner, _ := sub["Alias"].(string)
-			if col, ok := distributedBy(rel); ok && sub["Parent Relationship"] == "Subquery" && outputs(sub, inner+"."+col) {
-				cols[node["Alias"].(string)] = col
-			}
-		}
-	}
-	for _, child := range kids {
-		passThroughs(child, cols)
-	}
-}
-
-// outputs tells whether the plan node's output (EXPLAIN VERBOSE) includes the expression.
-func outputs(node map[string]any, expr string) bool {
-	list, _ := node["Output"].([]any)
-	return slices.Contains(list, any(expr))
 }
 
 func children(node map[string]any) []map[string]any {

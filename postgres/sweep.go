@@ -467,68 +467,6 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 	return total, next, nil
 }
 
-// datasetBlocksSQL is one row-phase batch of partition %[1]s that reads blocks [$%[3]d, $%[4]d) once, in block
-// order, and deletes the dataset's rows there that the condition %[2]s selects. The range is read in a subquery
-// with OFFSET 0, which the planner neither flattens nor pushes the condition into: given the dataset's id and an
-// event-time bound together, it estimated few rows and chose a bitmap scan of the dataset's index, only filtering
-// by the range, and so read the dataset's whole index range again for each block range (docs/storage.md, step 4).
-// Inside, the dataset's id alone keeps the read confined to the dataset (docs/scaling.md) without making the index
-// the cheaper way: a dense dataset's rows lie on most of the partition's blocks. Outside, the condition is judged on
-// the range's rows.
-const datasetBlocksSQL = `WITH pick AS MATERIALIZED (
-    SELECT r.row_ctid FROM (
-        SELECT t.ctid AS row_ctid, t.* FROM %[1]s t
-        WHERE t.dataset_id = $1 AND t.ctid >= $%[3]d::tid AND t.ctid < $%[4]d::tid OFFSET 0) r
-    WHERE %[2]s),
-gone AS (
-    DELETE FROM %[1]s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT row_ctid FROM pick))
-    RETURNING dataset_id, setting_id)` + countGone
-
-// DeleteDatasetBlocks deletes the dataset's deletable rows stored in blocks [from, to) of the partition and returns
-// how many it deleted. The batch, the counters and the ledger commit together, in one transaction (recordRemoved).
-func (s *sweepQueries) DeleteDatasetBlocks(ctx context.Context, sw Sweep, datasetID, partition string, from, to int64) (int64, error) {
-	table := pgx.Identifier{partition}.Sanitize()
-	var total int64
-	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
-		total = 0
-		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
-			return err
-		}
-		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
-		if err != nil || none {
-			return err
-		}
-		n := len(args)
-		args = append(args, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to))
-		g, err := collectRemoved(tx.Query(ctx, fmt.Sprintf(datasetBlocksSQL, table, cond, n+1, n+2), args...))
-		if err != nil {
-			return err
-		}
-		for _, k := range g.rows {
-			total += k
-		}
-		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
-	})
-	if err != nil {
-		if isUndefinedTable(err) {
-			return 0, nil // dropped since it was listed: nothing left to delete there
-		}
-		return 0, fmt.Errorf("delete blocks %d-%d of %s in %s: %w", from, to, datasetID, partition, err)
-	}
-	return total, nil
-}
-
-// DatasetRowsIn returns how many rows of the dataset the partition holds, by its counters.
-func (s *sweepQueries) DatasetRowsIn(ctx context.Context, datasetID, partition string) (int64, error) {
-	var n int64
-	err := s.db.Pool.QueryRow(ctx, `SELECT coalesce(sum(row_count), 0)::bigint FROM row_stats
-		WHERE dataset_id = $1 AND partition_name = $2`, datasetID, partition).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count rows of %s in %s: %w", datasetID, partition, err)
-	}
-	return n, nil
-}
-
 // collectBatch reads what a deleteBatchSQL statement answers: the groups it deleted, the key of the last row it
 // picked and how many it picked (no row at all when it picked none).
 func collectBatch(rows pgx.Rows, err error) (removedGroups, batchKey, int64, error) {

@@ -524,9 +524,8 @@ func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	return SweepResult{Rows: rows.Load()}, err
 }
 
-// sweepPartition deletes the dataset's deletable rows in one partition: in block ranges where they are dense
-// (denseIn, rangeDataset), otherwise by index, in batches that each start where the one before stopped
-// (batchDataset). In a dry run it counts them.
+// sweepPartition deletes the dataset's deletable rows in one partition, by index, in batches that each start where
+// the one before stopped (batchDataset). In a dry run it counts them.
 func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part string) (int64, error) {
 	if s.DryRun {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
@@ -537,55 +536,7 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 		}
 		return n, nil
 	}
-	blocks, perBlock, dense, err := w.denseIn(ctx, datasetID, part)
-	if err != nil {
-		return 0, err
-	}
-	if dense {
-		return w.rangeDataset(ctx, s, datasetID, part, blocks, perBlock)
-	}
 	return w.batchDataset(ctx, s, datasetID, part)
-}
-
-// denseIn tells whether the dataset's rows are dense enough in the partition to be read in block ranges rather
-// than by index: more than one batch of them, and at least one a block. The event times of a partition's rows are
-// random against the order they were stored in, so an index batch of such a dataset lands on most of the
-// partition's blocks, and each batch reads and dirties them again, by random access; block ranges read each block
-// once, in order. A dataset with fewer rows than blocks is cheaper by index: a batch reads only its rows' blocks.
-func (w *Sweeper) denseIn(ctx context.Context, datasetID, part string) (blocks int64, perBlock float64, dense bool, err error) {
-	rows, err := w.queries.DatasetRowsIn(ctx, datasetID, part)
-	if err != nil || rows <= int64(w.cfg.BatchSize) {
-		return 0, 0, false, err
-	}
-	blocks, perBlock, err = w.queries.PartitionSize(ctx, part)
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("size of %s: %w", part, err)
-	}
-	return blocks, perBlock, blocks > 0 && rows >= blocks, nil
-}
-
-// rangeDataset deletes the dataset's deletable rows of the partition in block ranges of about four BatchSize rows
-// of the partition (as a walk's), each read once. Rows stored after the partition was sized lie beyond its last
-// range and wait for the next run.
-func (w *Sweeper) rangeDataset(ctx context.Context, s Sweep, datasetID, part string, blocks int64, perBlock float64) (int64, error) {
-	step := max(int64(4*float64(w.cfg.BatchSize)/max(perBlock, 1)), 1)
-	var total int64
-	for from := int64(0); from < blocks; from += step {
-		started := w.pace.start()
-		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		n, err := w.queries.DeleteDatasetBlocks(bctx, s, datasetID, part, from, from+step)
-		cancel()
-		if err != nil {
-			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
-		}
-		total += n
-		w.logger.DebugContext(ctx, "retention: block range", slog.String("dataset_id", datasetID), slog.String("partition", part),
-			slog.Int64("from", from), slog.Int64("rows", n))
-		if err := w.pace.after(ctx, started); err != nil {
-			return total, err
-		}
-	}
-	return total, nil
 }
 
 // batchDataset deletes the dataset's deletable rows of the partition in batches of BatchSize read by index, each
