@@ -318,17 +318,10 @@ func TestConfinementCheckFindsCrossDatasetStatements(t *testing.T) {
 func confinementViolations(ctx context.Context, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, sql string, args []any) ([]string, error) {
-	tx, err := pool.Begin(ctx)
+	scans, err := plannedScans(ctx, pool, sql, args)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	plan, err := explain(ctx, tx, sql, args)
-	if err != nil {
-		return nil, err
-	}
-	var scans []planScan
-	collectScans(plan[0]["Plan"].(map[string]any), nil, &scans)
 	cols := map[string]string{} // alias → distribution column, of every scan of a distributed table
 	for _, s := range scans {
 		cols[s.alias] = s.column
@@ -355,6 +348,25 @@ func confinementViolations(ctx context.Context, pool interface {
 		violations = append(violations, fmt.Sprintf("scans name %d datasets", len(values)))
 	}
 	return violations, nil
+}
+
+// plannedScans plans sql with args (EXPLAIN, in a transaction rolled back) and returns its scans of tables
+// distributed by dataset, with their conditions (collectScans).
+func plannedScans(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, sql string, args []any) ([]planScan, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	plan, err := explain(ctx, tx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	var scans []planScan
+	collectScans(plan[0]["Plan"].(map[string]any), nil, &scans)
+	return scans, nil
 }
 
 // explain returns the plan of sql with args, from EXPLAIN (VERBOSE, FORMAT JSON): the conditions with qualified
@@ -662,17 +674,10 @@ var columnRef = regexp.MustCompile(`\b([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b`)
 func crossDatasetJoins(ctx context.Context, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, sql string, args []any) ([]string, error) {
-	tx, err := pool.Begin(ctx)
+	scans, err := plannedScans(ctx, pool, sql, args)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	plan, err := explain(ctx, tx, sql, args)
-	if err != nil {
-		return nil, err
-	}
-	var scans []planScan
-	collectScans(plan[0]["Plan"].(map[string]any), nil, &scans)
 	cols, names := map[string]string{}, map[string]string{}
 	for _, s := range scans {
 		cols[s.canonical()], names[s.canonical()] = s.column, s.name()
