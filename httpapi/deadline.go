@@ -9,10 +9,10 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Defaults of the I/O bounds a client gets (Config.ReadTimeout, Config.WriteTimeout).
+// The I/O bounds of a Server whose Config leaves them zero (tests); retentiond sets them from its configuration.
 const (
-	DefaultReadTimeout  = 30 * time.Second
-	DefaultWriteTimeout = 30 * time.Second
+	defaultReadTimeout  = 30 * time.Second
+	defaultWriteTimeout = 30 * time.Second
 )
 
 // MaxBodyDuration bounds the reading of one request body, however steadily its bytes arrive: the largest

@@ -9,8 +9,9 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// DefaultLongRequestsPerOrg is how many long requests an org may have in flight on one replica unless configured.
-const DefaultLongRequestsPerOrg = 4
+// defaultLongRequestsPerOrg is how many long requests an org may have in flight on one replica of a Server whose
+// Config leaves it zero (tests); retentiond sets it from its configuration.
+const defaultLongRequestsPerOrg = 4
 
 // orgLimiter counts each org's long requests in flight on this replica: the ones that can take seconds or more of
 // a database connection, the CPU, memory or a client's socket (exports, verification, ingestion, previews, row

@@ -53,12 +53,12 @@ type Config struct {
 	// (postgres.TranslateError): a safety net under the services' own translation, so that a value the database
 	// refuses is a 400 and not a 500.
 	TranslateError func(error) error
-	// ReadTimeout is the longest a request body may go without a byte arriving (DefaultReadTimeout when zero).
+	// ReadTimeout is the longest a request body may go without a byte arriving (30 s when zero).
 	ReadTimeout time.Duration
 	// WriteTimeout is the longest a client may take to accept an answer, or one page of a stream
-	// (DefaultWriteTimeout when zero).
+	// (30 s when zero).
 	WriteTimeout time.Duration
-	// LongRequestsPerOrg bounds each org's long requests in flight (DefaultLongRequestsPerOrg when zero).
+	// LongRequestsPerOrg bounds each org's long requests in flight (4 when zero).
 	LongRequestsPerOrg int
 }
 
@@ -92,8 +92,8 @@ func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
-		readTimeout: cmp.Or(cfg.ReadTimeout, DefaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
-		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, DefaultLongRequestsPerOrg)),
+		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
+		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -15,13 +15,6 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// Default schedules: the data lake weekly (Sunday 03:00 UTC, as the seed's "evaluated and processed weekly"), the
-// profile store daily, since its expiry is prompt.
-const (
-	DefaultLakeSchedule    = "0 3 * * 0"
-	DefaultProfileSchedule = "0 4 * * *"
-)
-
 // Schedule is a parsed cron schedule, evaluated in UTC.
 type Schedule struct {
 	Spec  string

@@ -9,9 +9,12 @@ import (
 	"github.com/acme/retention/jobs"
 )
 
+// weeklySunday3am is the data lake's default schedule (config.DefaultLakeSchedule).
+const weeklySunday3am = "0 3 * * 0"
+
 func TestDueSlot(t *testing.T) {
 	t.Parallel()
-	weekly, err := jobs.ParseSchedule(jobs.DefaultLakeSchedule)
+	weekly, err := jobs.ParseSchedule(weeklySunday3am)
 	require.NoError(t, err)
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)

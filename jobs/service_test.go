@@ -98,7 +98,7 @@ func (b *testBundle) replicaWith(t *testing.T, work bool, wrap func(jobs.Sweeper
 	if wrap != nil {
 		sw = wrap(sw)
 	}
-	lake, err := jobs.ParseSchedule(jobs.DefaultLakeSchedule)
+	lake, err := jobs.ParseSchedule(weeklySunday3am)
 	require.NoError(t, err)
 	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: work, Sweeper: sw,
 		Config: jobs.Config{Schedules: jobs.Schedules{catalog.LakeHouse: lake}, Logger: logger},

@@ -14,9 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
-	"github.com/acme/retention/internal/demo"
 )
 
 const auditUsage = `usage: retentionctl audit list | export | verify [flags]
@@ -29,7 +27,7 @@ any of which may match), -since and -until (RFC 3339); -order-by such as -timest
 
 // auditFlags are the flags every audit command takes, and the filters of list and export.
 type auditFlags struct {
-	org, sandbox string
+	org, sandbox *string
 	asJSON       bool
 	properties   stringList
 	shorthands   map[string]*string
@@ -49,8 +47,7 @@ var shorthandFields = []struct{ flag, field, help string }{
 }
 
 func (f *auditFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.org, "org", demo.Orgs[0], "the org (x-gw-ims-org-id)")
-	fs.StringVar(&f.sandbox, "sandbox", catalog.DefaultSandbox, "the sandbox (x-sandbox-name)")
+	f.org, f.sandbox = tenantFlags(fs)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 	fs.Var(&f.properties, "property", "a filter in Adobe's syntax, such as action==Update (repeatable; all must hold)")
 	f.shorthands = map[string]*string{}
@@ -101,7 +98,7 @@ func runAudit(ctx context.Context, args []string, env getenv, out io.Writer) err
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
-	client, err := newAPIClient(env, f.org, f.sandbox)
+	client, err := newAPIClient(env, *f.org, *f.sandbox)
 	if err != nil {
 		return err
 	}

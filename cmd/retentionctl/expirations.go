@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/internal/demo"
 )
 
 // expirationsPath is where the service serves Adobe's Data Hygiene dataset expirations.
@@ -39,8 +38,7 @@ func runExpirations(ctx context.Context, args []string, env getenv, out io.Write
 		return errUsage
 	}
 	fs := flag.NewFlagSet("expirations "+args[0], flag.ContinueOnError)
-	org := fs.String("org", demo.Orgs[0], "the org (x-gw-ims-org-id)")
-	sandbox := fs.String("sandbox", catalog.DefaultSandbox, "the sandbox (x-sandbox-name)")
+	org, sandbox := tenantFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	dataset := fs.String("dataset", "", "with create: the dataset to delete; with list: only its expirations")
 	expiry := fs.String("expiry", "", "with create: when, an ISO 8601 date (midnight UTC) or UTC date-time, at least 24 hours ahead")

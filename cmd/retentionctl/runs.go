@@ -19,7 +19,6 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
-	"github.com/acme/retention/internal/demo"
 )
 
 // apiClient calls the service's REST API as an operator: the runs commands go through the API, so they work against
@@ -113,8 +112,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 		return errUsage
 	}
 	fs := flag.NewFlagSet("runs "+args[0], flag.ContinueOnError)
-	org := fs.String("org", demo.Orgs[0], "the org (x-gw-ims-org-id)")
-	sandbox := fs.String("sandbox", catalog.DefaultSandbox, "the sandbox (x-sandbox-name)")
+	org, sandbox := tenantFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var datasets stringList
 	fs.Var(&datasets, "dataset", "with start: limit the run to this dataset (repeatable)")

@@ -12,12 +12,11 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/config"
-	"github.com/acme/retention/internal/demo"
 )
 
 func runToken(args []string, env getenv, out io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	org := fs.String("org", demo.Orgs[0], "the org the token acts in (its org claim)")
+	org := fs.String("org", defaultOrg, "the org the token acts in (its org claim)")
 	sub := fs.String("sub", "dev@acme.example", "the user (sub claim)")
 	client := fs.String("client", "retentionctl-dev", "the client id (client_id claim)")
 	scope := fs.String("scope", strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage,

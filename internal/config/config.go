@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/httpapi"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/retention"
 )
 
@@ -90,11 +90,25 @@ func (c *Config) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
-// Defaults of the bulkheads.
+// The defaults of the variables that have one, in one place: the values a deployment gets when it sets nothing, as
+// the README's configuration table lists them. cmd/retentiond hands the loaded values to the packages it wires; no
+// package's own fallback for a zero value is consulted.
 const (
+	// DefaultLakeSchedule sweeps the data lake weekly, Sunday 03:00 UTC, as the seed's "evaluated and processed
+	// weekly"; DefaultProfileSchedule the profile store daily, since its expiry is prompt.
+	DefaultLakeSchedule    = "0 3 * * 0"
+	DefaultProfileSchedule = "0 4 * * *"
+
+	// Bulkheads: the three pools of a replica sum to 28 connections.
 	DefaultRequestConns = 16
 	DefaultJobConns     = 10
 	DefaultHealthConns  = 2
+
+	// DefaultHTTPReadTimeout and DefaultHTTPWriteTimeout are a client's I/O bounds (README, Limits).
+	DefaultHTTPReadTimeout  = 30 * time.Second
+	DefaultHTTPWriteTimeout = 30 * time.Second
+	// DefaultLongRequestsPerOrg is how many long requests an org may have in flight on one replica.
+	DefaultLongRequestsPerOrg = 4
 )
 
 // Getenv reads one variable; os.Getenv in production, a map in tests.
@@ -125,9 +139,9 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	add(err)
 	cfg.ShutdownTimeout, err = parseDuration("SHUTDOWN_TIMEOUT", getenv("SHUTDOWN_TIMEOUT"), 30*time.Second)
 	add(err)
-	cfg.LakeSchedule, err = parseSchedule("RETENTION_SCHEDULE", getenv("RETENTION_SCHEDULE"), jobs.DefaultLakeSchedule)
+	cfg.LakeSchedule, err = parseSchedule("RETENTION_SCHEDULE", getenv("RETENTION_SCHEDULE"), DefaultLakeSchedule)
 	add(err)
-	cfg.ProfileSchedule, err = parseSchedule("RETENTION_PROFILE_SCHEDULE", getenv("RETENTION_PROFILE_SCHEDULE"), jobs.DefaultProfileSchedule)
+	cfg.ProfileSchedule, err = parseSchedule("RETENTION_PROFILE_SCHEDULE", getenv("RETENTION_PROFILE_SCHEDULE"), DefaultProfileSchedule)
 	add(err)
 	cfg.IngestionGrace, err = parsePeriod("RETENTION_INGESTION_GRACE", getenv("RETENTION_INGESTION_GRACE"), retention.Period{Days: 30}, true)
 	add(err)
@@ -174,11 +188,11 @@ func (c *Config) loadBulkheads(getenv Getenv) error {
 	errs = append(errs, err)
 	c.HealthConns, err = parseInt("DATABASE_POOL_HEALTH", getenv("DATABASE_POOL_HEALTH"), DefaultHealthConns, 1, 100)
 	errs = append(errs, err)
-	c.HTTPReadTimeout, err = parseDuration("HTTP_READ_TIMEOUT", getenv("HTTP_READ_TIMEOUT"), httpapi.DefaultReadTimeout)
+	c.HTTPReadTimeout, err = parseDuration("HTTP_READ_TIMEOUT", getenv("HTTP_READ_TIMEOUT"), DefaultHTTPReadTimeout)
 	errs = append(errs, err)
-	c.HTTPWriteTimeout, err = parseDuration("HTTP_WRITE_TIMEOUT", getenv("HTTP_WRITE_TIMEOUT"), httpapi.DefaultWriteTimeout)
+	c.HTTPWriteTimeout, err = parseDuration("HTTP_WRITE_TIMEOUT", getenv("HTTP_WRITE_TIMEOUT"), DefaultHTTPWriteTimeout)
 	errs = append(errs, err)
-	c.LongRequestsPerOrg, err = parseInt("LONG_REQUESTS_PER_ORG", getenv("LONG_REQUESTS_PER_ORG"), httpapi.DefaultLongRequestsPerOrg, 1, 1000)
+	c.LongRequestsPerOrg, err = parseInt("LONG_REQUESTS_PER_ORG", getenv("LONG_REQUESTS_PER_ORG"), DefaultLongRequestsPerOrg, 1, 1000)
 	errs = append(errs, err)
 	return errors.Join(errs...)
 }
@@ -260,11 +274,13 @@ func parseDuration(name, v string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// parseSchedule checks a cron expression with the parser jobs.ParseSchedule uses (robfig/cron's standard one), so
+// that a bad value stops the process at start, naming its variable.
 func parseSchedule(name, v, def string) (string, error) {
 	if v == "" {
 		return def, nil
 	}
-	if _, err := jobs.ParseSchedule(v); err != nil {
+	if _, err := cron.ParseStandard(v); err != nil {
 		return def, fmt.Errorf("%s must be a 5-field cron expression in UTC such as %q: %w", name, def, err)
 	}
 	return v, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/internal/config"
+	"github.com/acme/retention/jobs"
 )
 
 const (
@@ -66,6 +67,28 @@ func TestLoadDefaults(t *testing.T) {
 	require.Equal(t, 25, cfg.SweepBusyShare)
 	require.Empty(t, cfg.AuthJWKSURL)
 	require.False(t, cfg.Dev)
+	require.Equal(t, config.DefaultLakeSchedule, cfg.LakeSchedule)
+	require.Equal(t, config.DefaultProfileSchedule, cfg.ProfileSchedule)
+	require.Equal(t, 30*time.Second, cfg.HTTPReadTimeout)
+	require.Equal(t, 30*time.Second, cfg.HTTPWriteTimeout)
+	require.Equal(t, 4, cfg.LongRequestsPerOrg)
+}
+
+// TestDefaultSchedulesParseAsJobsParsesThem holds config's check of a cron expression and the scheduler's parser
+// together: a default that config accepts is one that the scheduler runs.
+func TestDefaultSchedulesParseAsJobsParsesThem(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{config.DefaultLakeSchedule, config.DefaultProfileSchedule, "@daily"} {
+		_, err := jobs.ParseSchedule(spec)
+		require.NoError(t, err, spec)
+		cfg, err := config.Load(getenv(with(validEnv(), map[string]string{"RETENTION_SCHEDULE": spec})), false)
+		require.NoError(t, err, spec)
+		require.Equal(t, spec, cfg.LakeSchedule)
+	}
+	_, err := jobs.ParseSchedule("every sunday")
+	require.Error(t, err)
+	_, err = config.Load(getenv(with(validEnv(), map[string]string{"RETENTION_SCHEDULE": "every sunday"})), false)
+	require.ErrorContains(t, err, "RETENTION_SCHEDULE")
 }
 
 func TestLoadReadsEveryVariable(t *testing.T) {
