@@ -26,7 +26,7 @@ func (b *testBundle) expirationReplica(t *testing.T) *expirationReplica {
 	db := b.openDB(t)
 	exp := jobs.NewExpirations(postgres.NewExpirationRunner(db), nil)
 	svc, queue := testdb.Jobs(t, db, testdb.JobsOptions{Work: true,
-		River: riverjobs.Config{TickInterval: time.Hour, ExpirationInterval: time.Hour, Expirations: exp}})
+		River: riverjobs.Config{TickInterval: time.Hour, ExpirationInterval: time.Hour}, Expirations: exp})
 	return &expirationReplica{replica: &replica{Service: svc, queue: queue}, expirations: exp}
 }
 

@@ -41,14 +41,9 @@ type Config struct {
 	// in between) and that were detached at least jobs.ReleaseLeftoverAge before; it does so when it starts too.
 	// Default 1 hour.
 	ReleaseInterval time.Duration
-	// AuditPurge, when set, is the audit log's own retention (audit.Retention.PurgeOnce): a periodic job, so that
-	// one replica runs each pass, every AuditPurgeInterval and when the leader starts.
-	AuditPurge func(ctx context.Context) error
-	// AuditPurgeInterval is the time between audit purges. Default a day.
+	// AuditPurgeInterval is the time between audit purges (Work.AuditPurge). Default a day.
 	AuditPurgeInterval time.Duration
-	// Expirations, when set, carries out dataset expirations: a periodic job queues the due ones, one job each.
-	Expirations *jobs.Expirations
-	// ExpirationInterval is how often due expirations are looked for. Default 1 minute.
+	// ExpirationInterval is how often due expirations are looked for (Work.Expirations). Default 1 minute.
 	ExpirationInterval time.Duration
 	// Requests, when set, is the pool the API's calls queue runs through (Client.ForRequests), so that requests
 	// never take a connection of the jobs' pool.
@@ -82,6 +77,20 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
+// Work is what a replica's workers hand their jobs to, the one way the Client receives it (at Start): the runs'
+// orchestration, and, where set, dataset expirations and the audit log's own retention. Each is also a periodic job
+// that River's leader inserts, so that one replica does each pass: the scheduler's tick and the release of detached
+// partitions for Runs, an expiration tick every Config.ExpirationInterval for Expirations, a purge every
+// Config.AuditPurgeInterval for AuditPurge (and each when the leader starts).
+type Work struct {
+	// Runs is the orchestration of retention runs; required. It takes the Client as its queue, hence Start.
+	Runs *jobs.Service
+	// Expirations, when set, carries out dataset expirations: a periodic job queues the due ones, one job each.
+	Expirations *jobs.Expirations
+	// AuditPurge, when set, is the audit log's own retention (audit.Retention.Purge).
+	AuditPurge func(ctx context.Context) error
+}
+
 // Client is a replica's job queue: River on the jobs' pool, and an insert-only River client on the requests' pool
 // when Config.Requests is set. Its Queue methods (those of the embedded queue, on the jobs' client) implement
 // jobs.Queue.
@@ -89,8 +98,8 @@ type Client struct {
 	queue
 	requests queue
 	cfg      Config
-	// work is the orchestration its workers hand jobs to, set by Start before River starts fetching.
-	work *jobs.Service
+	// work is what its workers hand jobs to, set by Start before River starts fetching.
+	work Work
 }
 
 var (
@@ -120,7 +129,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	if cfg.Work {
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
-		rc.PeriodicJobs = periodicJobs(cfg)
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), rc)
 	if err != nil {
@@ -138,28 +146,32 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// periodicJobs are the jobs River's leader inserts on a schedule, so that one replica does each pass.
-func periodicJobs(cfg Config) []*river.PeriodicJob {
+// periodicJobs are the jobs River's leader inserts on a schedule for work, so that one replica does each pass.
+func periodicJobs(cfg Config, work Work) []*river.PeriodicJob {
 	every := func(d time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(d),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil }, &river.PeriodicJobOpts{RunOnStart: true})
 	}
 	jobs := []*river.PeriodicJob{every(cfg.TickInterval, tickArgs{}), every(cfg.ReleaseInterval, releaseArgs{})}
-	if cfg.AuditPurge != nil {
+	if work.AuditPurge != nil {
 		jobs = append(jobs, every(cfg.AuditPurgeInterval, auditPurgeArgs{}))
 	}
-	if cfg.Expirations != nil {
+	if work.Expirations != nil {
 		jobs = append(jobs, every(cfg.ExpirationInterval, expirationTickArgs{}))
 	}
 	return jobs
 }
 
-// Start begins processing jobs with work (only with Config.Work).
-func (c *Client) Start(ctx context.Context, work *jobs.Service) error {
+// Start hands the Client its work and, with Config.Work, begins processing jobs and inserting the periodic ones.
+func (c *Client) Start(ctx context.Context, work Work) error {
+	if work.Runs == nil {
+		return errors.New("riverjobs: Start needs Work.Runs")
+	}
 	c.work = work
 	if !c.cfg.Work {
 		return nil
 	}
+	c.client.PeriodicJobs().AddMany(periodicJobs(c.cfg, work))
 	if err := c.client.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/acme/retention/internal/testdb"
-	"github.com/acme/retention/riverjobs"
 )
 
 // TestAuditPurgeIsAPeriodicJob: the audit log's retention runs as a River periodic job (once when the leader
@@ -22,7 +21,7 @@ func TestAuditPurgeIsAPeriodicJob(t *testing.T) {
 		}
 		return nil
 	}
-	testdb.Jobs(t, db, testdb.JobsOptions{Work: true, River: riverjobs.Config{AuditPurge: purge}})
+	testdb.Jobs(t, db, testdb.JobsOptions{Work: true, AuditPurge: purge})
 	select {
 	case <-purged:
 	case <-time.After(60 * time.Second):

@@ -21,7 +21,7 @@ type tickWorker struct {
 }
 
 func (w *tickWorker) Work(ctx context.Context, _ *river.Job[tickArgs]) error {
-	return w.c.work.Tick(ctx, w.c.work.Now())
+	return w.c.work.Runs.Tick(ctx, w.c.work.Runs.Now())
 }
 
 // runArgs is the job of a run's own part: it drops whole partitions, walks the boundary ones and fans the rest out
@@ -39,7 +39,7 @@ type runWorker struct {
 }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
-	return resumeOrErr(w.c.work.RunPart(ctx, job.Args.RunID, attempt(job.Attempt, job.MaxAttempts)))
+	return resumeOrErr(w.c.work.Runs.RunPart(ctx, job.Args.RunID, attempt(job.Attempt, job.MaxAttempts)))
 }
 
 // datasetArgs is the job that deletes one dataset's remaining expired rows of a run (jobs.Service.DatasetPart).
@@ -62,7 +62,7 @@ type datasetWorker struct {
 
 func (w *datasetWorker) Work(ctx context.Context, job *river.Job[datasetArgs]) error {
 	a := job.Args
-	return resumeOrErr(w.c.work.DatasetPart(ctx, a.RunID, a.DatasetID, a.Walked, attempt(job.Attempt, job.MaxAttempts)))
+	return resumeOrErr(w.c.work.Runs.DatasetPart(ctx, a.RunID, a.DatasetID, a.Walked, attempt(job.Attempt, job.MaxAttempts)))
 }
 
 // releaseArgs is the job that drops the tables of detached partitions (jobs.Service.Release): queued by every run
@@ -82,7 +82,7 @@ type releaseWorker struct {
 }
 
 func (w *releaseWorker) Work(ctx context.Context, job *river.Job[releaseArgs]) error {
-	return w.c.work.Release(ctx, job.Args.RunID)
+	return w.c.work.Runs.Release(ctx, job.Args.RunID)
 }
 
 // auditPurgeArgs is the periodic job of the audit log's own retention (Config.AuditPurge). A periodic job, not a
@@ -99,10 +99,10 @@ type auditPurgeWorker struct {
 }
 
 func (w *auditPurgeWorker) Work(ctx context.Context, _ *river.Job[auditPurgeArgs]) error {
-	if w.c.cfg.AuditPurge == nil {
+	if w.c.work.AuditPurge == nil {
 		return nil // queued by a replica that purges; this one was configured not to
 	}
-	return w.c.cfg.AuditPurge(ctx)
+	return w.c.work.AuditPurge(ctx)
 }
 
 // Timeout lifts Config.JobTimeout, as the ticker this job replaced had no bound: a pass purges org by org in
@@ -123,10 +123,10 @@ type expirationTickWorker struct {
 }
 
 func (w *expirationTickWorker) Work(ctx context.Context, _ *river.Job[expirationTickArgs]) error {
-	if w.c.cfg.Expirations == nil {
+	if w.c.work.Expirations == nil {
 		return nil // queued by a replica that runs expirations; this one was configured not to
 	}
-	return w.c.cfg.Expirations.Tick(ctx, w.c.queue)
+	return w.c.work.Expirations.Tick(ctx, w.c.queue)
 }
 
 // expirationArgs is the job of one due dataset expiration (jobs.Expirations.Execute), unique by the expiration while
@@ -144,8 +144,8 @@ type expirationWorker struct {
 }
 
 func (w *expirationWorker) Work(ctx context.Context, job *river.Job[expirationArgs]) error {
-	if w.c.cfg.Expirations == nil {
+	if w.c.work.Expirations == nil {
 		return river.JobSnooze(w.c.cfg.ExpirationInterval) // leave it to a replica that runs expirations
 	}
-	return w.c.cfg.Expirations.Execute(ctx, job.Args.ExpirationID)
+	return w.c.work.Expirations.Execute(ctx, job.Args.ExpirationID)
 }

@@ -156,7 +156,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	for name, p := range map[string]*postgres.DB{"requests": db, "jobs": jobsDB, "health": pools.health} {
 		registry.MustRegister(pgxpoolprometheus.NewCollector(p.Pool, map[string]string{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
 	}
-	runs, queue, schedules, err := newJobs(cfg, pools, registry, logger)
+	work, queue, schedules, err := newJobs(cfg, pools, registry, logger)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 			return err
 		}
 	}
-	if err := queue.Start(ctx, runs); err != nil {
+	if err := queue.Start(ctx, work); err != nil {
 		return err
 	}
 	defer func() {
@@ -187,7 +187,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Holds: datasets, Rows: rows, Runs: runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
+		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota),
 		Auth:        auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
@@ -245,12 +245,13 @@ func (p *dbPools) close() {
 // history) and the overdue gauge, read at every scrape of /metrics, use the requests' pool. With
 // RETENTIOND_SCHEDULER=false this replica only queues manual runs for the others. A scheduler replica also purges
 // the audit log, as a periodic job that one replica runs per period, on the jobs' pool.
-func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logger *slog.Logger) (*jobs.Service, *riverjobs.Client, jobs.Schedules, error) {
+func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logger *slog.Logger) (riverjobs.Work, *riverjobs.Client, jobs.Schedules, error) {
+	var none riverjobs.Work
 	schedules := jobs.Schedules{}
 	for store, spec := range map[catalog.Store]string{catalog.LakeHouse: cfg.LakeSchedule, catalog.Profile: cfg.ProfileSchedule} {
 		sched, err := jobs.ParseSchedule(spec)
 		if err != nil {
-			return nil, nil, nil, err
+			return none, nil, nil, err
 		}
 		schedules[store] = sched
 	}
@@ -259,20 +260,22 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 	sweeper, err := postgres.NewSweeper(pools.jobs, postgres.SweepConfig{BatchSize: cfg.BatchSize, Workers: cfg.SweepWorkers,
 		BusyShare: cfg.SweepBusyShare}, logger)
 	if err != nil {
-		return nil, nil, nil, err
+		return none, nil, nil, err
+	}
+	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
+		RescueAfter: cfg.RescueAfter, ExpirationInterval: cfg.ExpirationInterval, Requests: pools.requests.Pool, Logger: logger})
+	if err != nil {
+		return none, nil, nil, err
 	}
 	auditRetention := &audit.Retention{Purger: postgres.NewAuditService(pools.jobs), Keep: cfg.AuditKeep, Now: pools.jobs.Now, Logger: logger}
-	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
-		RescueAfter: cfg.RescueAfter, AuditPurge: auditRetention.Purge, Requests: pools.requests.Pool, Logger: logger,
-		Expirations:        jobs.NewExpirations(postgres.NewExpirationRunner(pools.jobs), logger),
-		ExpirationInterval: cfg.ExpirationInterval})
-	if err != nil {
-		return nil, nil, nil, err
+	work := riverjobs.Work{
+		Runs: jobs.New(postgres.NewRunRepository(pools.jobs), sweeper, queue,
+			&jobs.Requests{Runs: requestRuns, Queue: queue.ForRequests()}, metrics,
+			jobs.Config{Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Logger: logger}),
+		Expirations: jobs.NewExpirations(postgres.NewExpirationRunner(pools.jobs), logger),
+		AuditPurge:  auditRetention.Purge,
 	}
-	svc := jobs.New(postgres.NewRunRepository(pools.jobs), sweeper, queue,
-		&jobs.Requests{Runs: requestRuns, Queue: queue.ForRequests()}, metrics,
-		jobs.Config{Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Logger: logger})
-	return svc, queue, schedules, nil
+	return work, queue, schedules, nil
 }
 
 // listen serves on ln until ctx ends, then stops accepting requests and lets in-flight ones finish within the

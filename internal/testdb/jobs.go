@@ -22,6 +22,9 @@ type JobsOptions struct {
 	Metrics     *jobs.Metrics
 	Config      jobs.Config
 	River       riverjobs.Config
+	// Expirations and AuditPurge are the replica's other work (riverjobs.Work), when set.
+	Expirations *jobs.Expirations
+	AuditPurge  func(ctx context.Context) error
 	// Requests, when set, serves the API's calls (a pool of their own).
 	Requests *postgres.DB
 }
@@ -50,7 +53,7 @@ func Jobs(t testing.TB, db *postgres.DB, o JobsOptions) (*jobs.Service, *riverjo
 		requests = &jobs.Requests{Runs: postgres.NewRunRepository(o.Requests), Queue: queue.ForRequests()}
 	}
 	svc := jobs.New(postgres.NewRunRepository(db), o.Sweeper, queue, requests, o.Metrics, o.Config)
-	require.NoError(t, queue.Start(context.Background(), svc))
+	require.NoError(t, queue.Start(context.Background(), riverjobs.Work{Runs: svc, Expirations: o.Expirations, AuditPurge: o.AuditPurge}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
