@@ -20,6 +20,8 @@ const (
 	ActionCancel  = "Cancel"  // a dataset expiration was cancelled, by a user or because its dataset was deleted first
 	// ActionExecute records a dataset expiration that came due and deleted its dataset.
 	ActionExecute = "Execute"
+	// ActionReplace records rows of a held dataset written again: the versions they replaced were kept, not deleted.
+	ActionReplace = "Replace"
 )
 
 // Asset types.

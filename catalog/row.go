@@ -29,6 +29,9 @@ type Row struct {
 	// Expired says the row is expired and only awaits its run (or a hold's release): read only with
 	// RowFilter.IncludeExpired.
 	Expired bool
+	// ReplacedAt, when set, says this is a version a legal hold kept: its _id was written again at that time while
+	// the dataset was held. Read only with RowFilter.IncludeExpired, beside the current version.
+	ReplacedAt *time.Time
 }
 
 // RowInput is a validated event line, ready to be stored.
@@ -100,6 +103,9 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	if err := rc.parseOverride(obj, &in); err != nil {
 		return in, err
 	}
+	if err := refuseServiceFields(obj); err != nil {
+		return in, err
+	}
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
 		delete(obj, k)
 	}
@@ -111,6 +117,20 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 		return in, rowErr("", "the event's fields take %d bytes as stored (numbers written out in full); an event keeps at most %d", in.PayloadSize, MaxRowPayloadBytes)
 	}
 	return in, nil
+}
+
+// ServiceRowFields are the fields the service alone writes into a row as it reads back (besides _id, timestamp,
+// _ingestedAt and _expiresAt, which an event may send with their own rules): an event carrying one is refused, so
+// that no row reads as expired, or as a version a hold kept, by what it was sent with.
+var ServiceRowFields = []string{"_expired", "_replacedAt"}
+
+func refuseServiceFields(obj map[string]any) error {
+	for _, k := range ServiceRowFields {
+		if _, ok := obj[k]; ok {
+			return rowErr(k, "%s is set by the service when a row is read; an event may not send it (send your own data under another name)", k)
+		}
+	}
+	return nil
 }
 
 func rowErr(field, format string, args ...any) *Error {
@@ -319,8 +339,9 @@ type RowFilter struct {
 	// always holds at least one row. It keeps the memory of one read bounded however large the rows are; zero
 	// leaves pages to Limit alone.
 	MaxBytes int
-	// IncludeExpired reads the expired rows a run has not removed yet too, each marked Expired: what a legal hold
-	// keeps, for a caller with ScopeRetentionHold (the API checks the scope).
+	// IncludeExpired reads the expired rows a run has not removed yet too, each marked Expired, and the versions a
+	// legal hold kept, each marked with its ReplacedAt: what a legal hold keeps, for a caller with
+	// ScopeRetentionHold (the API checks the scope).
 	IncludeExpired bool
 }
 
@@ -330,10 +351,12 @@ type RowPage struct {
 	Cut  bool
 }
 
-// RowCursor is the position of the last row of a page.
+// RowCursor is the position of the last row of a page. Versions of one (Timestamp, ID) follow each other in the
+// order they were replaced, the current one last: ReplacedAt is the last row's, nil for a current version.
 type RowCursor struct {
-	Timestamp time.Time
-	ID        string
+	Timestamp  time.Time
+	ID         string
+	ReplacedAt *time.Time
 }
 
 // RowService stores and reads the rows of datasets. Like DatasetService it acts within the caller's org and sandbox.

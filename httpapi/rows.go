@@ -159,7 +159,7 @@ func (s *Server) listRows(c echo.Context) error {
 	if len(rows) > 0 && (len(rows) == f.Limit || found.Cut) {
 		last := rows[len(rows)-1]
 		q := c.Request().URL.Query()
-		q.Set("cursor", encodeCursor(catalog.RowCursor{Timestamp: last.Timestamp, ID: last.ID}))
+		q.Set("cursor", encodeCursor(catalog.RowCursor{Timestamp: last.Timestamp, ID: last.ID, ReplacedAt: last.ReplacedAt}))
 		links["next"] = link{Href: c.Request().URL.Path + "?" + q.Encode()}
 	}
 	var buf bytes.Buffer
@@ -184,8 +184,16 @@ func rowDocument(r catalog.Row) (map[string]any, error) {
 	if r.Expiry != nil {
 		doc["_expiresAt"] = r.Expiry.UTC().Format(time.RFC3339Nano)
 	}
+	// A service field always wins; an absent one must not be taken from the event either (a row stored before
+	// ingestion refused them).
+	for _, k := range catalog.ServiceRowFields {
+		delete(doc, k)
+	}
 	if r.Expired {
 		doc["_expired"] = true
+	}
+	if r.ReplacedAt != nil {
+		doc["_replacedAt"] = r.ReplacedAt.UTC().Format(time.RFC3339Nano)
 	}
 	return doc, nil
 }
@@ -240,8 +248,14 @@ func parseRowFilter(c echo.Context) (catalog.RowFilter, error) {
 	return f, nil
 }
 
+// encodeCursor writes a cursor as "timestamp|_id", or "timestamp~replacedAt|_id" after a version a hold kept: the
+// _id may hold any character, so it comes last, and cursors issued before kept versions existed still read.
 func encodeCursor(cur catalog.RowCursor) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cur.Timestamp.UTC().Format(time.RFC3339Nano) + "|" + cur.ID))
+	pos := cur.Timestamp.UTC().Format(time.RFC3339Nano)
+	if cur.ReplacedAt != nil {
+		pos += "~" + cur.ReplacedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(pos + "|" + cur.ID))
 }
 
 func decodeCursor(v string) (catalog.RowCursor, error) {
@@ -249,15 +263,23 @@ func decodeCursor(v string) (catalog.RowCursor, error) {
 	if err != nil {
 		return catalog.RowCursor{}, err
 	}
-	ts, id, ok := strings.Cut(string(raw), "|")
+	pos, id, ok := strings.Cut(string(raw), "|")
 	if !ok {
 		return catalog.RowCursor{}, errors.New("no separator")
 	}
 	if err := catalog.CheckText("cursor", id); err != nil {
 		return catalog.RowCursor{}, err
 	}
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	return catalog.RowCursor{Timestamp: t, ID: id}, err
+	cur := catalog.RowCursor{ID: id}
+	if ts, replaced, kept := strings.Cut(pos, "~"); kept {
+		r, err := time.Parse(time.RFC3339Nano, replaced)
+		if err != nil {
+			return cur, err
+		}
+		cur.ReplacedAt, pos = &r, ts
+	}
+	cur.Timestamp, err = time.Parse(time.RFC3339Nano, pos)
+	return cur, err
 }
 
 func (s *Server) deleteRow(c echo.Context) error {

@@ -9,7 +9,7 @@ import (
 )
 
 // serviceRowKeys are the fields the service adds to a row's document; they win over the event's own.
-var serviceRowKeys = [][]byte{[]byte(`"_id"`), []byte(`"timestamp"`), []byte(`"_ingestedAt"`), []byte(`"_expiresAt"`), []byte(`"_expired"`)}
+var serviceRowKeys = [][]byte{[]byte(`"_id"`), []byte(`"timestamp"`), []byte(`"_ingestedAt"`), []byte(`"_expiresAt"`), []byte(`"_expired"`), []byte(`"_replacedAt"`)}
 
 // writeRowsPage writes a page of rows in the HAL shape of Adobe's newer APIs: {"_embedded":{"rows":[…]},
 // "_links":{…}}. Each row's payload is spliced in as Postgres printed it, beside the service's fields, rather than
@@ -70,6 +70,9 @@ func writeRow(buf *bytes.Buffer, r catalog.Row) error {
 	}
 	if r.Expired {
 		buf.WriteString(`,"_expired":true`)
+	}
+	if r.ReplacedAt != nil {
+		buf.WriteString(`,"_replacedAt":"` + r.ReplacedAt.UTC().Format(time.RFC3339Nano) + `"`)
 	}
 	if inner := bytes.TrimSpace(payload[1 : len(payload)-1]); len(inner) > 0 {
 		buf.WriteByte(',')

@@ -133,9 +133,10 @@ func (b *confinementBundle) on(t *testing.T, name string, fn func()) {
 	fn()
 }
 
-// TestHotPathsTouchOneDataset drives every hot path (ingestion with and without _id, a re-sent _id, pages of rows,
-// the TTL limits, a dataset's GET, a PATCH of its TTL, a delete by _id, previews with and without override rows)
-// and asks Postgres, through EXPLAIN, whether each statement they sent touches the rows of one dataset only.
+// TestHotPathsTouchOneDataset drives every hot path (ingestion with and without _id, a re-sent _id, also under a
+// legal hold, pages of rows, the TTL limits, a dataset's GET, a PATCH of its TTL, a delete by _id, previews with
+// and without override rows) and asks Postgres, through EXPLAIN, whether each statement they sent touches the
+// rows of one dataset only.
 //
 // The statements are recorded by a tracer on the pool, so none is missed whatever builds it, and each is planned
 // again with the arguments it was sent with (EXPLAIN (VERBOSE) shows every condition with its qualified columns and
@@ -206,6 +207,11 @@ func TestHotPathsTouchOneDataset(t *testing.T) {
 			require.NoError(t, err)
 		}
 	})
+	// A re-sent _id of a held dataset keeps the stored version (keepVersions) and writes a Replace event.
+	b.placeHold(t, overridden)
+	b.on(t, "IngestResentIDUnderHold", func() {
+		b.ingestLines(t, overridden, `{"timestamp":"2024-11-02T00:00:00Z","_id":"o1","v":"again"}`)
+	})
 
 	planned, perPath := 0, map[string]int{}
 	for _, st := range b.rec.stmts {
@@ -228,8 +234,11 @@ func TestHotPathsTouchOneDataset(t *testing.T) {
 	require.True(t, slices.ContainsFunc(b.rec.stmts, func(st recordedStatement) bool {
 		return st.path == "RowPhase" && strings.Contains(st.sql, "ORDER BY r.ts, r.row_id LIMIT")
 	}), "the row phase deleted in keyset batches")
+	require.True(t, slices.ContainsFunc(b.rec.stmts, func(st recordedStatement) bool {
+		return st.path == "IngestResentIDUnderHold" && strings.Contains(st.sql, "SET replaced_at")
+	}), "the held dataset's re-sent _id kept its stored version")
 	require.Greater(t, planned, 50, "the hot paths were recorded")
-	for _, path := range []string{"IngestWithoutIDs", "IngestWithIDs", "IngestResentID", "IngestAfterPatch"} {
+	for _, path := range []string{"IngestWithoutIDs", "IngestWithIDs", "IngestResentID", "IngestAfterPatch", "IngestResentIDUnderHold"} {
 		require.NotEmpty(t, b.rec.copies[path], "%s copied its rows", path)
 		for _, table := range b.rec.copies[path] {
 			require.Regexp(t, `^"(lake|profile)_rows_p\w+"$`, table, "%s copies straight into a partition", path)

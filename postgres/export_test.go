@@ -50,8 +50,8 @@ func (s *RowService) PlannedPartitions(ctx context.Context, datasetID string) (r
 		if read, err = plannedRelations(ctx, tx, query, args); err != nil {
 			return err
 		}
-		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql()),
-			[]any{datasetID, []string{"x"}})
+		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql(), ""),
+			[]any{datasetID, []string{"x"}, string(catalog.LakeHouse)})
 		return err
 	})
 	return read, deleteByID, err

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -134,4 +135,78 @@ func TestHeldDatasetRefusesRowDeletes(t *testing.T) {
 	require.False(t, held)
 	require.NoError(t, b.rows.DeleteRow(context.Background(), b.caller, id, "evidence"))
 	require.Zero(t, b.rowsOf(t, id))
+}
+
+// ledgerOf sums the rows the run's ledger says it removed of the dataset.
+func (b *sweepBundle) ledgerOf(t *testing.T, runID, dataset string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(rows_deleted), 0)::bigint
+		FROM retention_deletions WHERE run_id = $1 AND dataset_id = $2`, runID, dataset).Scan(&n))
+	return n
+}
+
+// TestHeldVersionsLeaveAfterReleaseAndExpiry: rows of a held dataset written again keep their previous versions.
+// A run under the hold removes none of them; after the release, each run removes exactly the versions whose own
+// expiry has passed, counted in its ledger, with the counters exact throughout.
+func TestHeldVersionsLeaveAfterReleaseAndExpiry(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	id, free := b.newDataset(t, "held"), b.newDataset(t, "free")
+	for _, ds := range []string{id, free} {
+		b.setTTL(t, ds, "P1M")
+	}
+	b.now = time.Date(2025, 2, 26, 0, 0, 0, 0, time.UTC)
+	old := `{"timestamp":"2024-12-20T00:00:00Z","_id":"old","memo":"%s"}`     // expires 2025-01-20
+	fresh := `{"timestamp":"2025-02-25T00:00:00Z","_id":"fresh","memo":"%s"}` // expires 2025-03-25
+	for _, ds := range []string{id, free} {
+		b.ingestLines(t, ds, fmt.Sprintf(old, "first"), fmt.Sprintf(fresh, "first"))
+	}
+	holdID := b.placeHold(t, id)
+	b.now = b.now.Add(time.Hour)
+	for _, ds := range []string{id, free} {
+		b.ingestLines(t, ds, fmt.Sprintf(old, "second"), fmt.Sprintf(fresh, "second"))
+	}
+	require.Equal(t, 4, b.rowsOf(t, id), "the held dataset keeps both versions of each row")
+	require.Equal(t, 2, b.rowsOf(t, free), "the other dataset's re-sent _ids replace their rows")
+	b.requireCountersExact(t)
+
+	page, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10, IncludeExpired: true})
+	require.NoError(t, err)
+	require.Len(t, page.Rows, 4)
+	kept := 0
+	for _, r := range page.Rows {
+		if r.ReplacedAt != nil {
+			kept++
+			require.Equal(t, b.now, r.ReplacedAt.UTC(), "%s was replaced by the second write", r.ID)
+			require.Contains(t, string(r.Payload), "first")
+		}
+	}
+	require.Equal(t, 2, kept)
+	page, err = b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Rows, 1, "ordinary reads show the current, unexpired version only")
+	require.Contains(t, string(page.Rows[0].Payload), "second")
+
+	b.now = time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+	const held = "00000000-0000-0000-0000-0000000001c1"
+	require.Zero(t, b.sweep(t, held, retention.Period{}, true)[id], "a run under the hold removes no version")
+	require.Equal(t, 4, b.rowsOf(t, id))
+	b.requireCountersExact(t)
+
+	_, err = b.datasets.ReleaseHold(context.Background(), b.caller, id, holdID)
+	require.NoError(t, err)
+	b.now = b.now.Add(24 * time.Hour)
+	const released = "00000000-0000-0000-0000-0000000001c2"
+	require.Equal(t, int64(2), b.sweep(t, released, retention.Period{}, true)[id], "after the release, the expired versions of old go")
+	require.Equal(t, int64(2), b.ledgerOf(t, released, id))
+	require.Equal(t, 2, b.rowsOf(t, id), "the versions of fresh wait for their own expiry")
+	b.requireCountersExact(t)
+
+	b.now = time.Date(2025, 4, 1, 0, 0, 0, 0, time.UTC)
+	const expired = "00000000-0000-0000-0000-0000000001c3"
+	require.Equal(t, int64(2), b.sweep(t, expired, retention.Period{}, true)[id])
+	require.Equal(t, int64(2), b.ledgerOf(t, expired, id))
+	require.Zero(t, b.rowsOf(t, id))
+	b.requireCountersExact(t)
 }

@@ -474,7 +474,7 @@ func (db *DB) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk [
 	if _, err := tx.Exec(ctx, datasetLockSQL, t.ds.ID); err != nil {
 		return err
 	}
-	if err := db.replaceClientIDs(ctx, tx, t, chunk); err != nil {
+	if err := db.replaceClientIDs(ctx, tx, t, chunk, now); err != nil {
 		return err
 	}
 	if err := noteOverrides(ctx, tx, t, chunk); err != nil {
@@ -567,8 +567,10 @@ func addStats(ctx context.Context, tx pgx.Tx, partition, datasetID string, setti
 }
 
 // replaceClientIDs removes the stored rows whose _id the chunk sends again, from every store, so that the chunk's
-// version replaces them, as an upsert does.
-func (db *DB) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput) error {
+// version replaces them, as an upsert does. While the dataset is held it removes none: it marks them replaced at
+// now instead (keepVersions), as S3 Object Lock keeps a held object's versions. Whether the dataset is held is read
+// only when a probe may find a stored row: an event stream without re-sent _ids pays nothing for holds.
+func (db *DB) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, chunk []catalog.RowInput, now time.Time) error {
 	var ids []string
 	for _, in := range chunk {
 		if in.ClientID {
@@ -585,22 +587,92 @@ func (db *DB) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTarget, 
 	if db.hooks.afterPartitionLookup != nil {
 		db.hooks.afterPartitionLookup()
 	}
-	for store, p := range probes(parts, ids) {
-		if _, err := deleteIDsIn(ctx, tx, t.ds.ID, store, p.parts, p.ids); err != nil {
+	found := probes(parts, ids)
+	maybe := false
+	for _, p := range found {
+		maybe = maybe || (!p.parts.none() && len(p.ids) > 0)
+	}
+	if !maybe {
+		return nil
+	}
+	// The chunk holds its dataset's row FOR KEY SHARE (datasetLiveSQL), which PlaceHold's FOR UPDATE of that row
+	// waits for: no hold is placed between this answer and the chunk's commit, and one placed before it is seen.
+	held, err := datasetHeld(ctx, tx, t.ds.ID)
+	if err != nil {
+		return err
+	}
+	if held {
+		return keepVersions(ctx, tx, t, found, now)
+	}
+	for store, p := range found {
+		if _, err := deleteIDsIn(ctx, tx, t.ds.ID, store, p.parts, p.ids, true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// deleteByIDSQL deletes the rows of dataset $1 with the _ids $2 through a store's parent table, restricted to the
-// partitions that hold the dataset's rows (%[2]s, constants Postgres prunes with when it plans), and keeps each
-// partition's counters exact.
+// keepByIDSQL marks the current versions of the rows of dataset $1 with the _ids $2 replaced at $3, in place,
+// through a store's parent table restricted to the partitions holding the dataset's rows (%[2]s). The rows stay in
+// their partitions and counter groups, so the counters need no change.
+const keepByIDSQL = `
+UPDATE %[1]s r SET replaced_at = $3
+WHERE r.dataset_id = $1 AND r.row_id = ANY($2) AND r.replaced_at IS NULL AND %[2]s
+RETURNING r.row_id`
+
+// maxAuditedRowIDs bounds the _ids a Replace event lists; its versionsKept counts them all.
+const maxAuditedRowIDs = 100
+
+// keepVersions marks the stored versions of the chunk's re-sent _ids replaced at now, in every store the probes
+// found, and writes a Replace audit event counting them, in the chunk's transaction.
+func keepVersions(ctx context.Context, tx pgx.Tx, t *ingestTarget, found map[catalog.Store]idProbe, now time.Time) error {
+	perStore := map[string]any{}
+	seen := map[string]bool{}
+	total := 0
+	for _, store := range catalog.Stores {
+		p := found[store]
+		if p.parts.none() || len(p.ids) == 0 {
+			continue
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(keepByIDSQL, storeTable(store), p.parts.sql()), pgx.QueryExecModeExec, t.ds.ID, p.ids, now)
+		if err != nil {
+			return fmt.Errorf("keep versions of %s in %s: %w", t.ds.ID, storeTable(store), err)
+		}
+		kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("keep versions of %s in %s: %w", t.ds.ID, storeTable(store), err)
+		}
+		if len(kept) > 0 {
+			perStore[string(store)] = len(kept)
+			total += len(kept)
+		}
+		for _, id := range kept {
+			seen[id] = true
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(seen))
+	ids = ids[:min(len(ids), maxAuditedRowIDs)]
+	return writeAuditEvent(ctx, tx, datasetEvent(t.caller, t.ds, audit.ActionReplace, now,
+		map[string]any{"versionsKept": total, "stores": perStore, "rowIds": ids}))
+}
+
+// deleteByIDSQL deletes the rows of dataset $1 with the _ids $2 (%[3]s: their current versions only, or every
+// version) through a store's parent table, restricted to the partitions that hold the dataset's rows (%[2]s,
+// constants Postgres prunes with when it plans), and keeps each partition's counters exact. A deleted row's
+// partition is the one whose range holds its placed expiry (the past one's rows are placed at -infinity, the far
+// one's up to infinity): a row's tableoid names no table on a distributed store (docs/scaling.md).
 const deleteByIDSQL = `
 WITH gone AS (
-    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.row_id = ANY($2) AND %[2]s
-    RETURNING r.tableoid::regclass::text AS partition_name, r.setting_id),
-counted AS (SELECT partition_name, setting_id, count(*) AS n FROM gone GROUP BY 1, 2),
+    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.row_id = ANY($2) AND %[2]s%[3]s
+    RETURNING r.placed_expiry, r.setting_id),
+counted AS (
+    SELECT p.name AS partition_name, g.setting_id, count(*) AS n
+    FROM gone g JOIN row_partitions p ON p.store = $3 AND g.placed_expiry >= p.lower_bound
+        AND (g.placed_expiry < p.upper_bound OR p.upper_bound = 'infinity')
+    GROUP BY 1, 2),
 stats AS (
     UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
     WHERE st.partition_name = c.partition_name AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
@@ -625,7 +697,7 @@ func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, i
 		if db.hooks.afterPartitionLookup != nil {
 			db.hooks.afterPartitionLookup()
 		}
-		n, err := deleteIDsIn(ctx, tx, datasetID, store, parts, ids)
+		n, err := deleteIDsIn(ctx, tx, datasetID, store, parts, ids, false)
 		if err != nil {
 			return 0, err
 		}
@@ -634,15 +706,19 @@ func (db *DB) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, i
 	return total, nil
 }
 
-// deleteIDsIn deletes the rows of the dataset with these _ids from the partitions parts of a store, keeping the
-// counters exact, and returns how many it removed.
-func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, parts partitionFilter, ids []string) (int64, error) {
+// deleteIDsIn deletes the rows of the dataset with these _ids from the partitions parts of a store (their current
+// versions only, or with the versions a hold kept), keeping the counters exact, and returns how many it removed.
+func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, parts partitionFilter, ids []string, currentOnly bool) (int64, error) {
 	if parts.none() || len(ids) == 0 {
 		return 0, nil
 	}
 	var n int64
-	query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql())
-	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids).Scan(&n); err != nil {
+	versions := ""
+	if currentOnly {
+		versions = " AND r.replaced_at IS NULL"
+	}
+	query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql(), versions)
+	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids, string(store)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
 	}
 	return n, nil
@@ -685,7 +761,7 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 		}
 		out.Rows, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.Row, error) {
 			var r catalog.Row
-			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry, &r.Expired)
+			err := row.Scan(&r.ID, &r.Timestamp, &r.IngestedAt, &r.OwnExpiry, &r.Never, &r.Payload, &r.Expiry, &r.Expired, &r.ReplacedAt)
 			return r, err
 		})
 		if err == nil && f.MaxBytes > 0 {
@@ -698,8 +774,9 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 	return out, err
 }
 
-// rowQuery is a page of the dataset's unexpired rows (with IncludeExpired, of all its stored rows, the expired ones
-// marked), read through the store's parent table from the partitions that hold them (parts).
+// rowQuery is a page of the dataset's current, unexpired rows (with IncludeExpired, of all its stored rows, the
+// expired ones marked, and the versions a hold kept), read through the store's parent table from the partitions
+// that hold them (parts).
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
 	args := []any{datasetID, now}
 	arg := func(v any) string {
@@ -707,9 +784,11 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		return fmt.Sprintf("$%d", len(args))
 	}
 	expired := expiredInDataset(f.Store, "$2::timestamptz")
-	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired}
+	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired, "r.replaced_at IS NULL"}
+	order := "r.ts, r.row_id"
 	if f.IncludeExpired {
 		where = where[:2]
+		order += ", " + versionOrder
 	} else {
 		expired = "false"
 	}
@@ -723,16 +802,33 @@ func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThroug
 		where = append(where, "r.ts < "+arg(*f.End))
 	}
 	if f.After != nil {
-		where = append(where, "(r.ts, r.row_id) > ("+arg(f.After.Timestamp)+"::timestamptz, "+arg(f.After.ID)+"::text)")
+		where = append(where, afterCursor(f, arg))
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
-       ` + currentExpiry + `, ` + expired + `
+       ` + currentExpiry + `, ` + expired + `, r.replaced_at
 FROM ` + storeTable(f.Store) + ` r
 ` + joinCurrentSetting(f.Store) + `
 WHERE ` + strings.Join(where, " AND ") + `
-ORDER BY r.ts, r.row_id
+ORDER BY ` + order + `
 LIMIT ` + arg(f.Limit)
 	return query, args
+}
+
+// versionOrder orders the versions of one (ts, _id) in an IncludeExpired read: those a hold kept by when they were
+// replaced, the current one last. Only such reads need it: a read of current rows holds one per _id.
+const versionOrder = `coalesce(r.replaced_at, 'infinity')`
+
+// afterCursor is the keyset condition of a page after the cursor, its values added with arg.
+func afterCursor(f catalog.RowFilter, arg func(any) string) string {
+	after := arg(f.After.Timestamp) + "::timestamptz, " + arg(f.After.ID) + "::text"
+	if !f.IncludeExpired {
+		return "(r.ts, r.row_id) > (" + after + ")"
+	}
+	replaced := "'infinity'"
+	if f.After.ReplacedAt != nil {
+		replaced = arg(*f.After.ReplacedAt)
+	}
+	return "(r.ts, r.row_id, " + versionOrder + ") > (" + after + ", " + replaced + "::timestamptz)"
 }
 
 // DeleteRow implements catalog.RowService.

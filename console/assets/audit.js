@@ -8,7 +8,7 @@ import { count, h, time } from './format.js';
 /** Events on a page. */
 export const auditPageSize = 25;
 
-const actions = ['Create', 'Update', 'Delete', 'Expire', 'Hold', 'Release', 'Cancel', 'Execute'];
+const actions = ['Create', 'Update', 'Delete', 'Expire', 'Hold', 'Release', 'Replace', 'Cancel', 'Execute'];
 
 /** Renders the audit log into main for the fragment's query: action, asset, user, from, to, page, event. */
 export async function auditView(main, params) {
