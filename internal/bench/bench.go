@@ -57,10 +57,16 @@ type harness struct {
 	svc   *service
 	noise *noiseMonitor
 
-	cliRate, rawCopyRate float64 // rows/s of the 10M-row CLI load and of its raw-COPY baseline
+	cliRate, rawCopyRate float64      // rows/s of the 10M-row CLI load and of its raw-COPY baseline
+	rawCopySamples       []workSample // the raw COPY's samples: the baseline table's, then a scratch table's
 	cliNote              string
 	floorTime            time.Duration
 	floorNote            string
+
+	// deleteSamples are the retention run's baseline DELETEs, one a trial; heldSample is the held-dataset
+	// scenario's, judged against them (judgeHeld) once both are measured.
+	deleteSamples []workSample
+	heldSample    *heldJudgement
 }
 
 // Run runs every scenario and returns the report. The error joins what kept scenarios from measuring; goals that
@@ -100,6 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			h.report.add(Row{Scenario: s, Holds: NotRun, Note: "not reached: an earlier step failed"})
 		}
 	}
+	h.judgeHeld()
 	h.sortRows()
 	return h.report, errors.Join(h.errs...)
 }
