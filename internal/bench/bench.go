@@ -242,7 +242,15 @@ func (h *harness) useService(ctx context.Context, db, logName string) error {
 		return err
 	}
 	h.svc = nil
-	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), nil)
+	var extra map[string]string
+	if h.cfg.CPUProfileDir != "" {
+		addr, err := freeAddr(ctx)
+		if err != nil {
+			return err
+		}
+		extra = map[string]string{"PPROF_ADDR": addr}
+	}
+	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), extra)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -82,13 +84,36 @@ func (h *harness) measureRead(ctx context.Context, api *apiClient, name, prefix 
 		return 0, api.get(ctx, prefix+h.pickRead(c, i, conns))
 	})
 	from := time.Now()
+	profiled := h.profile(ctx, fmt.Sprintf("%s-%d.pprof", strings.Trim(prefix, "/"), conns), conns == h.cfg.APIConns)
 	if err := sleepCtx(ctx, h.cfg.APIDuration); err != nil {
 		_, _ = l.stop()
 		return readMeasure{}, err
 	}
 	to := time.Now()
 	samples, err := l.stop()
+	if perr := <-profiled; perr != nil {
+		return readMeasure{}, perr
+	}
 	return readMeasure{endpoint: name, conns: conns, stats: latencies(samples, from, to), err: err}, nil
+}
+
+// profile takes retentiond's CPU profile of the measurement into CPUProfileDir/name when asked for and want holds;
+// the channel answers when it is written.
+func (h *harness) profile(ctx context.Context, name string, want bool) <-chan error {
+	done := make(chan error, 1)
+	if h.cfg.CPUProfileDir == "" || !want {
+		done <- nil
+		return done
+	}
+	go func() {
+		if err := os.MkdirAll(h.cfg.CPUProfileDir, 0o755); err != nil { //nolint:gosec // the folder the caller named
+			done <- err
+			return
+		}
+		// A second short of the window, so that the profile ends before the load does.
+		done <- h.svc.cpuProfile(ctx, h.cfg.APIDuration-time.Second, filepath.Join(h.cfg.CPUProfileDir, name))
+	}()
+	return done
 }
 
 // readNote says how a read was measured, and its failures if any.
