@@ -7,8 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// steadyPgbench is a pgbench sample as a quiet machine gives it: ten even seconds, the latency Little's law says.
-func steadyPgbench(clients int, tps float64) pgbenchSample {
+// steadyPgbench is a pgbench sample of 64 clients as a quiet machine gives it: ten even seconds, the latency
+// Little's law says.
+func steadyPgbench(tps float64) pgbenchSample {
+	const clients = 64
 	s := pgbenchSample{TPS: tps, Clients: clients, LatencyAvg: time.Duration(float64(clients) / tps * float64(time.Second))}
 	for range 10 {
 		s.PerSecond = append(s.PerSecond, tps)
@@ -21,50 +23,50 @@ func TestCheckPgbench(t *testing.T) {
 	t.Parallel()
 	t.Run("SteadySamplesPass", func(t *testing.T) {
 		t.Parallel()
-		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(64, 30578), steadyPgbench(64, 24000)}))
+		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(30578), steadyPgbench(24000)}))
 	})
 	t.Run("OneSampleIsNotEnough", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, "1 sample(s), 2 needed", checkPgbench([]pgbenchSample{steadyPgbench(64, 30578)}))
+		require.Equal(t, "1 sample(s), 2 needed", checkPgbench([]pgbenchSample{steadyPgbench(30578)}))
 	})
 	t.Run("SamplesMustAgree", func(t *testing.T) {
 		t.Parallel()
-		why := checkPgbench([]pgbenchSample{steadyPgbench(64, 2322), steadyPgbench(64, 30578)})
+		why := checkPgbench([]pgbenchSample{steadyPgbench(2322), steadyPgbench(30578)})
 		require.Contains(t, why, "samples disagree: 2,322 and 30,578 TPS (13× apart, at most 1.5×)")
-		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(64, 1000), steadyPgbench(64, 1500)}), "1.5× is within the bound")
+		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(1000), steadyPgbench(1500)}), "1.5× is within the bound")
 	})
 	t.Run("LatencyMustFitTheRate", func(t *testing.T) {
 		t.Parallel()
-		s := steadyPgbench(64, 30000) // 2.13 ms by Little's law
+		s := steadyPgbench(30000) // 2.13 ms by Little's law
 		s.LatencyAvg = 27553 * time.Microsecond
-		why := checkPgbench([]pgbenchSample{steadyPgbench(64, 30000), s})
+		why := checkPgbench([]pgbenchSample{steadyPgbench(30000), s})
 		require.Contains(t, why, "sample 2's latency 28 ms is not 64 clients / 30,000 TPS = 2.1 ms")
 		s.LatencyAvg = 2600 * time.Microsecond // 22% over
-		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(64, 30000), s}))
+		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(30000), s}))
 	})
 	t.Run("AStalledSecondFails", func(t *testing.T) {
 		t.Parallel()
-		s := steadyPgbench(64, 20000)
+		s := steadyPgbench(20000)
 		s.PerSecond[0] = 0 // the clients connecting: not judged
-		require.Empty(t, checkPgbench([]pgbenchSample{s, steadyPgbench(64, 20000)}))
+		require.Empty(t, checkPgbench([]pgbenchSample{s, steadyPgbench(20000)}))
 		s.PerSecond[3] = 2000 // a stall
-		why := checkPgbench([]pgbenchSample{s, steadyPgbench(64, 20000)})
+		why := checkPgbench([]pgbenchSample{s, steadyPgbench(20000)})
 		require.Contains(t, why, "sample 1 stalled: its slowest second served 2,000 TPS, its median second 20,000")
 		s.PerSecond = s.PerSecond[:3]
 		s.PerSecond[1] = 2000
-		require.Empty(t, checkPgbench([]pgbenchSample{s, steadyPgbench(64, 20000)}), "two seconds after the first are too few to judge")
+		require.Empty(t, checkPgbench([]pgbenchSample{s, steadyPgbench(20000)}), "two seconds after the first are too few to judge")
 	})
 	t.Run("OtherProcessesMustLeaveTheMachineAlone", func(t *testing.T) {
 		t.Parallel()
-		s := steadyPgbench(64, 20000)
+		s := steadyPgbench(20000)
 		s.OtherCPU = 0.35
-		require.Equal(t, "other processes took 35% of the CPU during sample 2", checkPgbench([]pgbenchSample{steadyPgbench(64, 20000), s}))
+		require.Equal(t, "other processes took 35% of the CPU during sample 2", checkPgbench([]pgbenchSample{steadyPgbench(20000), s}))
 		s.OtherCPU = maxOtherCPU
-		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(64, 20000), s}))
+		require.Empty(t, checkPgbench([]pgbenchSample{steadyPgbench(20000), s}))
 	})
 	t.Run("NoFiguresFail", func(t *testing.T) {
 		t.Parallel()
-		require.Contains(t, checkPgbench([]pgbenchSample{{Clients: 64}, steadyPgbench(64, 20000)}), "sample 1 printed no rate or latency")
+		require.Contains(t, checkPgbench([]pgbenchSample{{Clients: 64}, steadyPgbench(20000)}), "sample 1 printed no rate or latency")
 	})
 }
 

@@ -158,7 +158,7 @@ func (h *harness) ingestion(ctx context.Context) error {
 		return err
 	}
 	from := time.Now()
-	copied, elapsed, err := h.copyFiles(ctx, dbBaseline, "rows", files, false)
+	copied, elapsed, err := h.copyFiles(ctx, "rows", files, false)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (h *harness) ingestion(ctx context.Context) error {
 		return err
 	}
 	from = time.Now()
-	copied2, elapsed2, err := h.copyFiles(ctx, dbBaseline, "rows", files, true)
+	copied2, elapsed2, err := h.copyFiles(ctx, "rows", files, true)
 	if err != nil {
 		return err
 	}

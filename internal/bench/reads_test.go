@@ -61,7 +61,7 @@ func TestReadRows(t *testing.T) {
 	})
 	t.Run("ThroughputJudgesTheShareOfPgbench", func(t *testing.T) {
 		t.Parallel()
-		pg := []pgbenchSample{steadyPgbench(64, 900), steadyPgbench(64, 1000)}
+		pg := []pgbenchSample{steadyPgbench(900), steadyPgbench(1000)}
 		row := h.throughputRow(at(64, 400, 900*time.Millisecond, 0), pg, "pgbench -S", nil)
 		require.Equal(t, Holds, row.Holds, "a p99 of 900 ms does not fail the throughput goal")
 		require.Equal(t, "≥ 40% of pgbench -S", row.Goal)
@@ -74,7 +74,7 @@ func TestReadRows(t *testing.T) {
 	t.Run("InvalidBaselineIsNotJudged", func(t *testing.T) {
 		t.Parallel()
 		// Issue #29's run: 2,322 TPS beside a second sample at 30,578.
-		pg := []pgbenchSample{steadyPgbench(64, 2322), steadyPgbench(64, 30578)}
+		pg := []pgbenchSample{steadyPgbench(2322), steadyPgbench(30578)}
 		row := h.throughputRow(at(64, 3541, 42*time.Millisecond, 0), pg, "pgbench -S", nil)
 		require.True(t, row.Holds.Invalid(), row.Holds)
 		require.Contains(t, string(row.Holds), "samples disagree")

@@ -125,7 +125,7 @@ func (h *harness) setup(ctx context.Context) error {
 		return err
 	}
 	from := time.Now()
-	copied, elapsed, err := h.copyFiles(ctx, dbBaseline, "rows", files, false)
+	copied, elapsed, err := h.copyFiles(ctx, "rows", files, false)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (h *harness) scratchCopy(ctx context.Context, base *pgx.Conn, files []strin
 		return workSample{}, err
 	}
 	from := time.Now()
-	copied, elapsed, err := h.copyFiles(ctx, dbBaseline, "rows_sample", files, false)
+	copied, elapsed, err := h.copyFiles(ctx, "rows_sample", files, false)
 	if err != nil {
 		return workSample{}, err
 	}
@@ -211,10 +211,10 @@ func (h *harness) exportRows(ctx context.Context, db string, ids []string, strea
 // copyFiles loads the files into the baseline's table, one COPY stream per file at once, and returns the rows
 // and the wall time. With rollback set, each stream runs in a transaction it rolls back after the clock stops: a
 // sample of the COPY that leaves the table's rows as they were.
-func (h *harness) copyFiles(ctx context.Context, db, table string, files []string, rollback bool) (int64, time.Duration, error) {
+func (h *harness) copyFiles(ctx context.Context, table string, files []string, rollback bool) (int64, time.Duration, error) {
 	conns := make([]*pgx.Conn, len(files))
 	for i := range files {
-		c, err := h.pg.connect(ctx, db)
+		c, err := h.pg.connect(ctx, dbBaseline)
 		if err != nil {
 			return 0, 0, err
 		}
