@@ -116,3 +116,44 @@ func TestJudge(t *testing.T) {
 	}
 	require.False(t, Holds.Invalid())
 }
+
+// The retention run's DELETEs and the held dataset's are each other's second samples: one trial of each is judged,
+// a lone one is not, and a held DELETE far off the trials' rate makes both rows invalid.
+func TestJudgeDeletes(t *testing.T) {
+	t.Parallel()
+	sample := func(rows int64, took time.Duration) workSample { return workSample{Done: rows, Want: rows, Took: took} }
+	harnessWith := func(js ...deleteJudgement) *harness {
+		h := &harness{report: &Report{}}
+		for i := range js {
+			js[i].row = i
+			h.report.add(Row{Scenario: ScenarioRetentionRun, Holds: Holds})
+		}
+		h.deleteJudgements = js
+		return h
+	}
+	t.Run("OneTrialAndTheHeldDatasetAreJudged", func(t *testing.T) {
+		t.Parallel()
+		h := harnessWith(deleteJudgement{holds: true, own: []workSample{sample(2_991_835, 14*time.Second)}},
+			deleteJudgement{holds: false, own: []workSample{sample(2_954_420, 13100*time.Millisecond)}})
+		h.judgeDeletes()
+		require.Equal(t, Holds, h.report.Rows[0].Holds)
+		require.Equal(t, Fails, h.report.Rows[1].Holds)
+		require.Contains(t, h.report.Rows[0].Note, "checked on 2 DELETE samples")
+	})
+	t.Run("ALoneDeleteIsNotJudged", func(t *testing.T) {
+		t.Parallel()
+		h := harnessWith(deleteJudgement{holds: true, own: []workSample{sample(10, time.Second)}})
+		h.judgeDeletes()
+		require.Equal(t, Verdict("baseline invalid: 1 sample(s), 2 needed"), h.report.Rows[0].Holds)
+	})
+	t.Run("DisagreeingDeletesInvalidateBoth", func(t *testing.T) {
+		t.Parallel()
+		h := harnessWith(deleteJudgement{holds: true, own: []workSample{sample(1000, time.Second), sample(1000, time.Second)}},
+			deleteJudgement{holds: true, own: []workSample{sample(1000, 3*time.Second)}})
+		h.judgeDeletes()
+		for _, r := range h.report.Rows {
+			require.True(t, r.Holds.Invalid(), r.Holds)
+			require.Contains(t, string(r.Holds), "samples disagree")
+		}
+	})
+}

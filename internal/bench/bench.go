@@ -63,10 +63,9 @@ type harness struct {
 	floorTime            time.Duration
 	floorNote            string
 
-	// deleteSamples are the retention run's baseline DELETEs, one a trial; heldSample is the held-dataset
-	// scenario's, judged against them (judgeHeld) once both are measured.
-	deleteSamples []workSample
-	heldSample    *heldJudgement
+	// deleteJudgements are the rows whose baseline is a DELETE, judged on each other's samples too once all are
+	// measured (judgeDeletes).
+	deleteJudgements []deleteJudgement
 }
 
 // Run runs every scenario and returns the report. The error joins what kept scenarios from measuring; goals that
@@ -106,7 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			h.report.add(Row{Scenario: s, Holds: NotRun, Note: "not reached: an earlier step failed"})
 		}
 	}
-	h.judgeHeld()
+	h.judgeDeletes()
 	h.sortRows()
 	return h.report, errors.Join(h.errs...)
 }

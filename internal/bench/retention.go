@@ -459,10 +459,10 @@ func (h *harness) reportRun(trials []runTrial) {
 	same := !slices.ContainsFunc(trials, func(t runTrial) bool { return !t.same })
 	h.report.RowsIdentical = same
 	var each []string
-	h.deleteSamples = h.deleteSamples[:0]
+	var samples []workSample
 	for _, t := range trials {
 		each = append(each, fmt.Sprintf("%d: %s vs %s (%s)", t.n, fmtDur(t.ours), fmtDur(t.baseline), fmtRatio(t.ratio())))
-		h.deleteSamples = append(h.deleteSamples, t.sample())
+		samples = append(samples, t.sample())
 	}
 	note := fmt.Sprintf("POST /retention/runs {} over %d datasets, %s rows deleted; its time from createdAt to the commit of its end (the harness, reading the run's row every %v, saw it %s after sending the POST). "+
 		"The release job it queued, which drops the tables of the partitions it detached and so frees their files, completed %s after it ended (not counted, as the DELETE's VACUUM is not). "+
@@ -470,9 +470,10 @@ func (h *harness) reportRun(trials []runTrial) {
 		"The median of %d trials, each on its own copy of both databases, run and DELETE each after a CHECKPOINT: %s.",
 		m.run.Progress.DatasetsTotal, fmtInt(m.run.Progress.RowsDeleted), runWatchInterval, fmtDur(m.run.observed), fmtDur(m.release), m.basePlan, fmtInt(m.baseDeleted), m.detail,
 		len(trials), strings.Join(each, "; "))
+	h.deleteJudgements = append(h.deleteJudgements, deleteJudgement{row: len(h.report.Rows), holds: m.ratio() >= 10 && same, own: samples})
 	h.report.add(Row{Scenario: ScenarioRetentionRun, Metric: "wall time", Ours: fmtDur(m.ours), Baseline: fmtDur(m.baseline),
 		Ratio: fmtRatio(m.ratio()) + " faster", Goal: "≥ 10× faster; rows left identical",
-		Holds: judge(m.ratio() >= 10 && same, checkWork(h.deleteSamples, "removed", "the run's")), Note: note})
+		Holds: judge(m.ratio() >= 10 && same, checkWork(samples, "removed", "the run's")), Note: note})
 	if h.floorTime > 0 {
 		// The floor's DROP TABLE releases the files at its commit, so the run is counted with its release here.
 		withRelease := m.ours + m.release
