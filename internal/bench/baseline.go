@@ -75,7 +75,7 @@ func checkPgbench(samples []pgbenchSample) string {
 				fmtInt(int64(slowest+0.5)), fmtInt(int64(median+0.5))))
 		}
 		if s.OtherCPU > maxOtherCPU {
-			why = append(why, fmt.Sprintf("other processes took %s of the CPU during sample %d", fmtPct(s.OtherCPU), i+1))
+			why = append(why, fmt.Sprintf("other processes took %s of the CPU during sample %d", fmtPct(min(s.OtherCPU, 1)), i+1))
 		}
 	}
 	tps := make([]float64, len(samples))
@@ -127,7 +127,7 @@ func checkWork(samples []workSample, verb, whose string) string {
 			continue
 		}
 		if s.OtherCPU > maxOtherCPU {
-			why = append(why, fmt.Sprintf("other processes took %s of the CPU during sample %d", fmtPct(s.OtherCPU), i+1))
+			why = append(why, fmt.Sprintf("other processes took %s of the CPU during sample %d", fmtPct(min(s.OtherCPU, 1)), i+1))
 		}
 		// A statement of no rows still scans; with one row counted, its rate compares its time.
 		rates = append(rates, float64(max(s.Done, 1))/s.Took.Seconds())
