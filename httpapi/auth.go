@@ -56,9 +56,10 @@ func isJSONNumber(v json.RawMessage) bool {
 // Authenticator verifies bearer tokens: HS256 with a shared secret (development and tests) and, when configured,
 // RS256 through a JWKS endpoint (production). Verification is the JWT library's; this type only picks the key.
 type Authenticator struct {
-	secret []byte
-	jwks   keyfunc.Keyfunc
-	now    func() time.Time
+	secret   []byte
+	jwks     keyfunc.Keyfunc
+	now      func() time.Time
+	verified verifiedTokens
 }
 
 // NewAuthenticator returns an Authenticator. secret may be empty when jwksURL is set and the reverse; the JWKS is
@@ -99,14 +100,20 @@ func (a *Authenticator) key(t *jwt.Token) (any, error) {
 	return nil, fmt.Errorf("unexpected signing method %s", t.Method.Alg())
 }
 
-// Verify parses and verifies a token, requiring an expiry.
+// Verify parses and verifies a token, requiring an expiry. A token verified within the last minute is not verified
+// again, but its expiry and not-before are checked again (verified.go).
 func (a *Authenticator) Verify(token string) (*Claims, error) {
+	now := a.now()
+	if claims, ok := a.verified.get(token, now); ok {
+		return claims, nil
+	}
 	claims := &Claims{}
 	_, err := jwt.ParseWithClaims(token, claims, a.key,
-		jwt.WithValidMethods([]string{"HS256", "RS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(a.now))
+		jwt.WithValidMethods([]string{"HS256", "RS256"}), jwt.WithExpirationRequired(), jwt.WithTimeFunc(func() time.Time { return now }))
 	if err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
 	}
+	a.verified.put(token, claims, now)
 	return claims, nil
 }
 

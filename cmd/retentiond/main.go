@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -177,6 +178,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 			logger.Warn("retention jobs did not stop in time", slog.Any("error", err))
 		}
 	}()
+	if err := servePprof(ctx, cfg.PprofAddr, logger); err != nil {
+		return err
+	}
 	if !cfg.API {
 		logger.Info("API disabled (RETENTIOND_API=false): running the scheduler only")
 		<-ctx.Done()
@@ -207,6 +211,32 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		}
 	}
 	return listen(ctx, cfg, ln, api, logger)
+}
+
+// servePprof serves Go's profiles at addr (PPROF_ADDR) until ctx ends, on a listener of their own, apart from the
+// API's handler, its authentication and its logs; an empty addr serves nothing.
+func servePprof(ctx context.Context, addr string, logger *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on PPROF_ADDR %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	logger.Info("serving profiles", slog.String("pprof_addr", ln.Addr().String()))
+	return nil
 }
 
 // dbPools are the replica's bulkheads on the database: requests, jobs and health checks each have a pool of their

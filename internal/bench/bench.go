@@ -57,10 +57,15 @@ type harness struct {
 	svc   *service
 	noise *noiseMonitor
 
-	cliRate, rawCopyRate float64 // rows/s of the 10M-row CLI load and of its raw-COPY baseline
+	cliRate, rawCopyRate float64      // rows/s of the 10M-row CLI load and of its raw-COPY baseline
+	rawCopySamples       []workSample // the raw COPY's samples: the baseline table's, then a scratch table's
 	cliNote              string
 	floorTime            time.Duration
 	floorNote            string
+
+	// deleteJudgements are the rows whose baseline is a DELETE, judged on each other's samples too once all are
+	// measured (judgeDeletes).
+	deleteJudgements []deleteJudgement
 }
 
 // Run runs every scenario and returns the report. The error joins what kept scenarios from measuring; goals that
@@ -100,6 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			h.report.add(Row{Scenario: s, Holds: NotRun, Note: "not reached: an earlier step failed"})
 		}
 	}
+	h.judgeDeletes()
 	h.sortRows()
 	return h.report, errors.Join(h.errs...)
 }
@@ -235,7 +241,15 @@ func (h *harness) useService(ctx context.Context, db, logName string) error {
 		return err
 	}
 	h.svc = nil
-	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), nil)
+	var extra map[string]string
+	if h.cfg.CPUProfileDir != "" {
+		addr, err := freeAddr(ctx)
+		if err != nil {
+			return err
+		}
+		extra = map[string]string{"PPROF_ADDR": addr}
+	}
+	svc, err := startService(ctx, h.bins.retentiond, h.pg.url(db), h.secret, filepath.Join(h.work, logName), extra)
 	if err != nil {
 		return err
 	}

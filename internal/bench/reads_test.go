@@ -16,7 +16,7 @@ func TestPgbenchArgs(t *testing.T) {
 	t.Run("SmokeRunsTransactions", func(t *testing.T) {
 		t.Parallel()
 		args, length := pgbenchArgs(SmokeConfig(), "postgres://x/pgbench")
-		require.Equal(t, []string{"-S", "-n", "-c", "16", "-j", "2", "-t", "50", "postgres://x/pgbench"}, args)
+		require.Equal(t, []string{"-S", "-n", "-P", "1", "-c", "16", "-j", "2", "-t", "50", "postgres://x/pgbench"}, args)
 		require.Equal(t, "-t 50", length)
 		require.NotContains(t, args, "-T")
 	})
@@ -61,13 +61,25 @@ func TestReadRows(t *testing.T) {
 	})
 	t.Run("ThroughputJudgesTheShareOfPgbench", func(t *testing.T) {
 		t.Parallel()
-		row := h.throughputRow(at(64, 400, 900*time.Millisecond, 0), 1000, "pgbench -S", nil)
+		pg := []pgbenchSample{steadyPgbench(900), steadyPgbench(1000)}
+		row := h.throughputRow(at(64, 400, 900*time.Millisecond, 0), pg, "pgbench -S", nil)
 		require.Equal(t, Holds, row.Holds, "a p99 of 900 ms does not fail the throughput goal")
 		require.Equal(t, "≥ 40% of pgbench -S", row.Goal)
-		require.Equal(t, "40%", row.Ratio)
-		require.Equal(t, Fails, h.throughputRow(at(64, 399, time.Millisecond, 0), 1000, "pgbench -S", nil).Holds)
-		require.Equal(t, Fails, h.throughputRow(at(64, 900, time.Millisecond, 1), 1000, "pgbench -S", nil).Holds)
-		require.Equal(t, Errored, h.throughputRow(at(64, 900, time.Millisecond, 0), 0, "", errors.New("no pgbench")).Holds)
+		require.Equal(t, "40%", row.Ratio, "against the faster sample")
+		require.Equal(t, "1,000 TPS (pgbench -S)", row.Baseline)
+		require.Equal(t, Fails, h.throughputRow(at(64, 399, time.Millisecond, 0), pg, "pgbench -S", nil).Holds)
+		require.Equal(t, Fails, h.throughputRow(at(64, 900, time.Millisecond, 1), pg, "pgbench -S", nil).Holds)
+		require.Equal(t, Errored, h.throughputRow(at(64, 900, time.Millisecond, 0), nil, "", errors.New("no pgbench")).Holds)
+	})
+	t.Run("InvalidBaselineIsNotJudged", func(t *testing.T) {
+		t.Parallel()
+		// Issue #29's run: 2,322 TPS beside a second sample at 30,578.
+		pg := []pgbenchSample{steadyPgbench(2322), steadyPgbench(30578)}
+		row := h.throughputRow(at(64, 3541, 42*time.Millisecond, 0), pg, "pgbench -S", nil)
+		require.True(t, row.Holds.Invalid(), row.Holds)
+		require.Contains(t, string(row.Holds), "samples disagree")
+		row = h.throughputRow(at(64, 100, 42*time.Millisecond, 0), pg, "pgbench -S", nil)
+		require.True(t, row.Holds.Invalid(), "a goal missed is not judged either: %s", row.Holds)
 	})
 	t.Run("FlagSetsTheLatencyConnections", func(t *testing.T) {
 		t.Parallel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -98,6 +99,7 @@ type service struct {
 	cmd     *exec.Cmd
 	base    string // http://host:port
 	logPath string
+	pprof   string // PPROF_ADDR, if the service serves profiles
 	done    chan struct{}
 	waitErr error
 }
@@ -151,7 +153,7 @@ func startService(ctx context.Context, bin, dbURL, secret, logPath string, extra
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start retentiond: %w", err)
 	}
-	s := &service{cmd: cmd, base: "http://" + addr, logPath: logPath, done: make(chan struct{})}
+	s := &service{cmd: cmd, base: "http://" + addr, logPath: logPath, done: make(chan struct{}), pprof: extra["PPROF_ADDR"]}
 	go func() {
 		s.waitErr = cmd.Wait()
 		_ = logFile.Close()
@@ -193,6 +195,35 @@ func (s *service) waitReady(ctx context.Context, limit time.Duration) error {
 			return fmt.Errorf("retentiond not ready after %v; its log:\n%s", limit, tail(s.logPath, 20))
 		}
 	}
+}
+
+// cpuProfile writes the service's CPU profile of the next d into path.
+func (s *service) cpuProfile(ctx context.Context, d time.Duration, path string) error {
+	if s.pprof == "" {
+		return errors.New("retentiond serves no profiles: it was started without PPROF_ADDR")
+	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.pprof, max(1, int(d.Seconds())))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: status %d", resp.StatusCode)
+	}
+	f, err := os.Create(path) //nolint:gosec // the folder the caller named
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM) so far.

@@ -38,6 +38,10 @@ type Config struct {
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	Dev             bool          `json:"dev"`
 
+	// PprofAddr, when set (PPROF_ADDR), is where Go's profiles (net/http/pprof, /debug/pprof/) are served, on a
+	// listener of their own without authentication: for a loopback address, as the benchmark's CPU profile uses.
+	PprofAddr string `json:"pprof_addr,omitempty"`
+
 	LakeSchedule    string           `json:"retention_schedule"`
 	ProfileSchedule string           `json:"retention_profile_schedule"`
 	IngestionGrace  retention.Period `json:"retention_ingestion_grace"`
@@ -122,6 +126,7 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 		HTTPAddr:        orDefault(getenv("HTTP_ADDR"), "127.0.0.1:8080"),
 		AuthHS256Secret: getenv("AUTH_HS256_SECRET"),
 		AuthJWKSURL:     getenv("AUTH_JWKS_URL"),
+		PprofAddr:       getenv("PPROF_ADDR"),
 		Dev:             dev,
 	}
 	var errs []error
@@ -207,6 +212,9 @@ func (c *Config) validate() error {
 	}
 	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil || port == "" {
 		errs = append(errs, fmt.Errorf("HTTP_ADDR must be host:port, such as 127.0.0.1:8080; got %q", c.HTTPAddr))
+	}
+	if _, port, err := net.SplitHostPort(c.PprofAddr); c.PprofAddr != "" && (err != nil || port == "") {
+		errs = append(errs, fmt.Errorf("PPROF_ADDR must be host:port, such as 127.0.0.1:6060, or empty (no profiles); got %q", c.PprofAddr))
 	}
 	errs = append(errs, c.validateAuth())
 	if !c.API && !c.Scheduler {

@@ -133,6 +133,7 @@ func TestLoadRefusesBadValue(t *testing.T) {
 		{"DatabaseURLNotPostgres", map[string]string{"DATABASE_URL": "mysql://u:p@db/retention"}, []string{"DATABASE_URL", "postgres://"}},
 		{"HTTPAddrWithoutPort", map[string]string{"HTTP_ADDR": "localhost"}, []string{"HTTP_ADDR", "host:port", `"localhost"`}},
 		{"HTTPAddrEmptyPort", map[string]string{"HTTP_ADDR": "127.0.0.1:"}, []string{"HTTP_ADDR", "host:port", `"127.0.0.1:"`}},
+		{"PprofAddrWithoutPort", map[string]string{"PPROF_ADDR": "localhost"}, []string{"PPROF_ADDR", "host:port", `"localhost"`}},
 		{"SecretTooShort", map[string]string{"AUTH_HS256_SECRET": strings.Repeat("x", 31)}, []string{"AUTH_HS256_SECRET", "at least 32 bytes"}},
 		{"NeitherSecretNorJWKS", map[string]string{"AUTH_HS256_SECRET": ""}, []string{"AUTH_HS256_SECRET or AUTH_JWKS_URL", "required"}},
 		{"DevSecretOutsideDev", map[string]string{"AUTH_HS256_SECRET": config.DevSecret}, []string{"AUTH_HS256_SECRET", "development secret", "--dev"}},
