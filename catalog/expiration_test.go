@@ -227,7 +227,7 @@ func TestExpirationTransitions(t *testing.T) {
 			require.Equal(t, tc.from, e.Status, "the receiver is unchanged")
 			if reopened {
 				require.Nil(t, next.CancelledAt)
-				require.Equal(t, "reopened", next.History[len(next.History)-1].Status)
+				require.Equal(t, "reopened", next.Change.Status)
 			}
 		}
 	})
@@ -286,8 +286,8 @@ func TestExpirationTransitions(t *testing.T) {
 		require.Equal(t, catalog.ExpirationCompleted, done.Status)
 		require.Equal(t, later, *done.ExecutingAt)
 		require.Equal(t, later.Add(time.Second), *done.CompletedAt)
-		require.Equal(t, []string{"executing", "completed"}, []string{done.History[0].Status, done.History[1].Status})
-		require.Len(t, executing.History, 1, "each step returns a copy")
+		require.Equal(t, []string{"executing", "completed"}, []string{executing.Change.Status, done.Change.Status})
+		require.Nil(t, e.Change, "each step returns a copy")
 	})
 
 	t.Run("CancelledBecauseKeepsTheReason", func(t *testing.T) {
@@ -309,7 +309,7 @@ func TestNewExpirationAndCanSchedule(t *testing.T) {
 	e, err := catalog.NewExpiration(catalog.ExpirationCreate{DatasetID: dsID, Expiry: now.Add(24 * time.Hour), DisplayName: "x"}, ds, c, "SD-1", now)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationPending, e.Status)
-	require.Equal(t, "created", e.History[0].Status)
+	require.Equal(t, "created", e.Change.Status)
 	_, err = catalog.NewExpiration(catalog.ExpirationCreate{DatasetID: dsID, Expiry: now.Add(23 * time.Hour), DisplayName: "x"}, ds, c, "SD-1", now)
 	requireInvalid(t, err, "expiry-too-soon", "expiry")
 
