@@ -19,7 +19,8 @@ type ExpirationRepository interface {
 	// false when there is nothing to do, or the expiration must wait (its dataset held) or ended cancelled (its
 	// dataset deleted first).
 	StartExpiration(ctx context.Context, id string) (bool, error)
-	// FinishExpiration deletes an executing expiration's dataset and marks it completed.
+	// FinishExpiration deletes an executing expiration's dataset and marks it completed; a dataset held since the
+	// first step puts it back pending instead, without error.
 	FinishExpiration(ctx context.Context, id string) error
 }
 
