@@ -319,3 +319,44 @@ func TestNewExpirationAndCanSchedule(t *testing.T) {
 	err = catalog.CanSchedule(&system)
 	require.Equal(t, catalog.EFORBIDDEN, catalog.ErrorCode(err))
 }
+
+// TestExpirationReasonIsTheCurrentState: a read's reason names the hold only for a due pending expiration; one not
+// yet due, or with no active hold, has none, and a cancelled one keeps the service's own; Held puts an executing
+// one back to pending with its reason and a "pending" history entry.
+func TestExpirationReasonIsTheCurrentState(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	due, early := created.Add(72*time.Hour), created.Add(time.Hour)
+	hold := &catalog.Hold{ID: "0123456789abcdef01234567", PlacedBy: "legal@example.com"}
+	for _, tc := range []struct {
+		name   string
+		status catalog.ExpirationStatus
+		hold   *catalog.Hold
+		now    time.Time
+		held   bool
+	}{
+		{"DueAndHeld", catalog.ExpirationPending, hold, due, true},
+		{"NotYetDue", catalog.ExpirationPending, hold, early, false},
+		{"Released", catalog.ExpirationPending, nil, due, false},
+		{"Executing", catalog.ExpirationExecuting, hold, due, false},
+	} {
+		e := expirationIn(tc.status, created)
+		e.Reason = "stale"
+		e.WaitsFor(tc.hold, tc.now)
+		if tc.held {
+			require.Contains(t, e.Reason, hold.ID, tc.name)
+		} else {
+			require.Empty(t, e.Reason, tc.name)
+		}
+	}
+	cancelled := expirationIn(catalog.ExpirationCancelled, created)
+	cancelled.Reason = "deleted by other means"
+	cancelled.WaitsFor(hold, due)
+	require.Equal(t, "deleted by other means", cancelled.Reason)
+
+	back := expirationIn(catalog.ExpirationPending, created).Executing("retention-service", due).Held("held by "+hold.ID, "retention-service", due)
+	require.Equal(t, catalog.ExpirationPending, back.Status)
+	require.Nil(t, back.ExecutingAt)
+	require.Equal(t, catalog.ExpirationEvent{Status: "pending", Expiry: back.Expiry, UpdatedAt: due, UpdatedBy: "retention-service",
+		Reason: "held by " + hold.ID}, *back.Change)
+}
