@@ -43,6 +43,9 @@ func ParseCreate(body map[string]any) (DatasetCreate, error) {
 		if create.Tags, err = ParseTags(raw); err != nil {
 			return create, err
 		}
+		if err := RefuseServiceTags(create.Tags); err != nil {
+			return create, err
+		}
 		for k, v := range create.Tags {
 			if v == nil {
 				delete(create.Tags, k)

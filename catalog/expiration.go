@@ -46,6 +46,12 @@ const (
 	MaxExpirationLimit     = 100
 	// MaxExpirationPage bounds a listing's zero-based page, so that page × limit stays far inside any integer.
 	MaxExpirationPage = 1_000_000
+	// MaxExpirationHistory bounds the history an expiration keeps: its newest entries; the audit log keeps every
+	// change.
+	MaxExpirationHistory = 100
+	// MaxExpirationsPerDataset bounds a dataset's expirations, open or cancelled (a completed one deleted it), so
+	// that create-and-cancel cannot grow them without end: past it, a cancelled one is reopened instead.
+	MaxExpirationsPerDataset = 10
 )
 
 // QuotaDatasetExpiration is the name of the dataset-expiration quota in GET /quota, as Adobe's.
@@ -63,8 +69,9 @@ type Expiration struct {
 	Description *string
 	Status      ExpirationStatus
 	Expiry      time.Time
-	// Reason says why a due expiration still waits (its dataset is under a legal hold), or why it ended cancelled
-	// without a user (its dataset was deleted by other means first); empty otherwise.
+	// Reason says why a due expiration still waits (its dataset is under a legal hold: derived when it is read, so it
+	// names the hold active then), or why it ended cancelled without a user (its dataset was deleted by other means
+	// first: stored); empty otherwise.
 	Reason      string
 	Created     time.Time
 	CreatedBy   string
@@ -73,12 +80,17 @@ type Expiration struct {
 	ExecutingAt *time.Time
 	CompletedAt *time.Time
 	CancelledAt *time.Time
-	History     []ExpirationEvent
+	// History is the expiration's newest MaxExpirationHistory changes, oldest first; filled only when a read asks
+	// for it.
+	History []ExpirationEvent
+	// Change is the history entry of the change that made this value, which saving it appends; nil for an
+	// expiration as read.
+	Change *ExpirationEvent
 }
 
 // ExpirationEvent is one entry of an expiration's history: what happened, the expiry after it, when and by whom.
 type ExpirationEvent struct {
-	Status    string    `json:"status"` // created, updated, cancelled, reopened, executing, completed
+	Status    string    `json:"status"` // created, updated, cancelled, reopened, executing, completed, pending (held)
 	Expiry    time.Time `json:"expiry"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	UpdatedBy string    `json:"updatedBy"`
@@ -117,6 +129,8 @@ type ExpirationFilter struct {
 	OrderBy     []ExpirationOrder
 	Limit       int
 	Page        int
+	// WithHistory fills each result's History (include=history).
+	WithHistory bool
 }
 
 // ExpirationOrder sorts a listing by one of ExpirationOrderFields.
@@ -146,10 +160,12 @@ type Quota struct {
 // in its own transaction.
 type ExpirationService interface {
 	// CreateExpiration schedules the dataset's deletion. Returns ENOTFOUND for a missing dataset, EFORBIDDEN for a
-	// SYSTEM one, EINVALID when the dataset already has an open expiration (naming it) or the org's quota is used up.
+	// SYSTEM one, EINVALID when the dataset already has an open expiration (naming it), has
+	// MaxExpirationsPerDataset already (ErrTooManyExpirations) or the org's quota is used up.
 	CreateExpiration(ctx context.Context, c *Caller, create ExpirationCreate) (*Expiration, error)
-	// FindExpiration returns the expiration named by its id (SD-…) or, for a dataset id, the dataset's newest one.
-	FindExpiration(ctx context.Context, c *Caller, id string) (*Expiration, error)
+	// FindExpiration returns the expiration named by its id (SD-…) or, for a dataset id, the dataset's open
+	// (pending or executing) one, else its newest; with its History when withHistory is set.
+	FindExpiration(ctx context.Context, c *Caller, id string, withHistory bool) (*Expiration, error)
 	// FindExpirations returns a page of the expirations matching the filter.
 	FindExpirations(ctx context.Context, c *Caller, f ExpirationFilter) (*ExpirationPage, error)
 	// UpdateExpiration applies the update under the rules of Expiration.Apply.
@@ -360,6 +376,14 @@ func ErrOpenExpiration(datasetID string, open *Expiration) error {
 		open.Expiry.Format(time.RFC3339))
 }
 
+// ErrTooManyExpirations is the refusal of one more expiration for a dataset that has MaxExpirationsPerDataset,
+// naming its newest cancelled one, which may be reopened instead.
+func ErrTooManyExpirations(datasetID string, newest *Expiration) error {
+	return Invalid("too-many-expirations", "datasetId",
+		"dataset %s has %d expirations, the most a dataset may have; reopen the cancelled %s instead (PUT /data/core/hygiene/ttl/%s with a new expiry)",
+		datasetID, MaxExpirationsPerDataset, newest.ID, newest.ID)
+}
+
 // ErrQuotaExceeded is the refusal of an expiration past the org's quota of pending ones.
 func ErrQuotaExceeded(q Quota) error {
 	return Invalid("expiration-quota-exceeded", "datasetId",
@@ -389,7 +413,6 @@ func (e *Expiration) Apply(u ExpirationUpdate, c *Caller, now time.Time) (next *
 		}
 	}
 	n := *e
-	n.History = slices.Clone(e.History)
 	if u.Expiry != nil {
 		n.Expiry = *u.Expiry
 	}
@@ -405,7 +428,10 @@ func (e *Expiration) Apply(u ExpirationUpdate, c *Caller, now time.Time) (next *
 	n.Updated, n.UpdatedBy = now, c.User
 	what := "updated"
 	if reopened {
-		n.Status, n.Reason, n.CancelledAt, what = ExpirationPending, "", nil, "reopened"
+		n.Status, n.CancelledAt, what = ExpirationPending, nil, "reopened"
+	}
+	if u.Expiry != nil || reopened {
+		n.Reason = "" // a day ahead at least: nothing waits any more
 	}
 	n.record(what, now, c.User, "")
 	return &n, reopened, nil
@@ -428,7 +454,6 @@ func (e *Expiration) CancelledBecause(reason, by string, now time.Time) *Expirat
 
 func (e *Expiration) cancelled(now time.Time, by, reason string) *Expiration {
 	n := *e
-	n.History = slices.Clone(e.History)
 	n.Status, n.Reason, n.CancelledAt, n.Updated, n.UpdatedBy = ExpirationCancelled, reason, &now, now, by
 	n.record("cancelled", now, by, reason)
 	return &n
@@ -443,7 +468,6 @@ func (e *Expiration) Due(now time.Time) bool {
 // Executing returns the due expiration as it starts deleting its dataset.
 func (e *Expiration) Executing(by string, now time.Time) *Expiration {
 	n := *e
-	n.History = slices.Clone(e.History)
 	n.Status, n.Reason, n.ExecutingAt, n.Updated, n.UpdatedBy = ExpirationExecuting, "", &now, now, by
 	n.record("executing", now, by, "")
 	return &n
@@ -452,14 +476,34 @@ func (e *Expiration) Executing(by string, now time.Time) *Expiration {
 // Completed returns the executing expiration once its dataset is deleted.
 func (e *Expiration) Completed(by string, now time.Time) *Expiration {
 	n := *e
-	n.History = slices.Clone(e.History)
 	n.Status, n.CompletedAt, n.Updated, n.UpdatedBy = ExpirationCompleted, &now, now, by
 	n.record("completed", now, by, "")
 	return &n
 }
 
+// Held returns the executing expiration back to pending, waiting for the hold reason names: its dataset was held
+// after its first step. The scheduler's next tick after the release executes it.
+func (e *Expiration) Held(reason, by string, now time.Time) *Expiration {
+	n := *e
+	n.Status, n.Reason, n.ExecutingAt, n.Updated, n.UpdatedBy = ExpirationPending, reason, nil, now, by
+	n.record("pending", now, by, reason)
+	return &n
+}
+
+// WaitsFor sets Reason as a read shows it: hold names the dataset's oldest active hold (nil for none); it is the
+// reason of a due pending expiration, which waits for the hold's release. A cancelled expiration keeps its own.
+func (e *Expiration) WaitsFor(hold *Hold, now time.Time) {
+	switch {
+	case e.Status == ExpirationCancelled:
+	case hold != nil && e.Status == ExpirationPending && !e.Expiry.After(now):
+		e.Reason = ErrDatasetHeld(e.DatasetID, hold, "its expiration").Message
+	default:
+		e.Reason = ""
+	}
+}
+
 func (e *Expiration) record(status string, now time.Time, by, reason string) {
-	e.History = append(e.History, ExpirationEvent{Status: status, Expiry: e.Expiry, UpdatedAt: now, UpdatedBy: by, Reason: reason})
+	e.Change = &ExpirationEvent{Status: status, Expiry: e.Expiry, UpdatedAt: now, UpdatedBy: by, Reason: reason}
 }
 
 // AuditDetails are the details of the audit event of a change from before (nil for a creation) to e: the dataset,

@@ -227,7 +227,7 @@ func TestExpirationTransitions(t *testing.T) {
 			require.Equal(t, tc.from, e.Status, "the receiver is unchanged")
 			if reopened {
 				require.Nil(t, next.CancelledAt)
-				require.Equal(t, "reopened", next.History[len(next.History)-1].Status)
+				require.Equal(t, "reopened", next.Change.Status)
 			}
 		}
 	})
@@ -286,8 +286,8 @@ func TestExpirationTransitions(t *testing.T) {
 		require.Equal(t, catalog.ExpirationCompleted, done.Status)
 		require.Equal(t, later, *done.ExecutingAt)
 		require.Equal(t, later.Add(time.Second), *done.CompletedAt)
-		require.Equal(t, []string{"executing", "completed"}, []string{done.History[0].Status, done.History[1].Status})
-		require.Len(t, executing.History, 1, "each step returns a copy")
+		require.Equal(t, []string{"executing", "completed"}, []string{executing.Change.Status, done.Change.Status})
+		require.Nil(t, e.Change, "each step returns a copy")
 	})
 
 	t.Run("CancelledBecauseKeepsTheReason", func(t *testing.T) {
@@ -309,7 +309,7 @@ func TestNewExpirationAndCanSchedule(t *testing.T) {
 	e, err := catalog.NewExpiration(catalog.ExpirationCreate{DatasetID: dsID, Expiry: now.Add(24 * time.Hour), DisplayName: "x"}, ds, c, "SD-1", now)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationPending, e.Status)
-	require.Equal(t, "created", e.History[0].Status)
+	require.Equal(t, "created", e.Change.Status)
 	_, err = catalog.NewExpiration(catalog.ExpirationCreate{DatasetID: dsID, Expiry: now.Add(23 * time.Hour), DisplayName: "x"}, ds, c, "SD-1", now)
 	requireInvalid(t, err, "expiry-too-soon", "expiry")
 
@@ -318,4 +318,45 @@ func TestNewExpirationAndCanSchedule(t *testing.T) {
 	system.Classification.ManagedBy = catalog.System
 	err = catalog.CanSchedule(&system)
 	require.Equal(t, catalog.EFORBIDDEN, catalog.ErrorCode(err))
+}
+
+// TestExpirationReasonIsTheCurrentState: a read's reason names the hold only for a due pending expiration; one not
+// yet due, or with no active hold, has none, and a cancelled one keeps the service's own; Held puts an executing
+// one back to pending with its reason and a "pending" history entry.
+func TestExpirationReasonIsTheCurrentState(t *testing.T) {
+	t.Parallel()
+	created := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	due, early := created.Add(72*time.Hour), created.Add(time.Hour)
+	hold := &catalog.Hold{ID: "0123456789abcdef01234567", PlacedBy: "legal@example.com"}
+	for _, tc := range []struct {
+		name   string
+		status catalog.ExpirationStatus
+		hold   *catalog.Hold
+		now    time.Time
+		held   bool
+	}{
+		{"DueAndHeld", catalog.ExpirationPending, hold, due, true},
+		{"NotYetDue", catalog.ExpirationPending, hold, early, false},
+		{"Released", catalog.ExpirationPending, nil, due, false},
+		{"Executing", catalog.ExpirationExecuting, hold, due, false},
+	} {
+		e := expirationIn(tc.status, created)
+		e.Reason = "stale"
+		e.WaitsFor(tc.hold, tc.now)
+		if tc.held {
+			require.Contains(t, e.Reason, hold.ID, tc.name)
+		} else {
+			require.Empty(t, e.Reason, tc.name)
+		}
+	}
+	cancelled := expirationIn(catalog.ExpirationCancelled, created)
+	cancelled.Reason = "deleted by other means"
+	cancelled.WaitsFor(hold, due)
+	require.Equal(t, "deleted by other means", cancelled.Reason)
+
+	back := expirationIn(catalog.ExpirationPending, created).Executing("retention-service", due).Held("held by "+hold.ID, "retention-service", due)
+	require.Equal(t, catalog.ExpirationPending, back.Status)
+	require.Nil(t, back.ExecutingAt)
+	require.Equal(t, catalog.ExpirationEvent{Status: "pending", Expiry: back.Expiry, UpdatedAt: due, UpdatedBy: "retention-service",
+		Reason: "held by " + hold.ID}, *back.Change)
 }

@@ -124,8 +124,32 @@ func (p *Patch) parseTags(value any) error {
 	if err != nil {
 		return err
 	}
+	if err := RefuseServiceTags(tags); err != nil {
+		return err
+	}
 	p.Tags = tags
 	return nil
+}
+
+// ExpirationTag is the tag under which a dataset shows its pending expiration (Adobe's Catalog does the same): its
+// expiry in epoch milliseconds. The service derives it whenever a dataset is read; it is never stored.
+const ExpirationTag = "adobe/hygiene/ttl"
+
+// RefuseServiceTags refuses tags naming a tag the service owns (ExpirationTag): a request that sets it on its own,
+// a PATCH merging it or a create, would forge a scheduled deletion.
+func RefuseServiceTags(tags map[string][]string) error {
+	if _, ok := tags[ExpirationTag]; ok {
+		return Invalid("read-only-field", "tags."+ExpirationTag,
+			"tags.%s may not be set: the service shows there the expiry of the dataset's pending expiration; schedule, change or cancel one at /data/core/hygiene/ttl", ExpirationTag)
+	}
+	return nil
+}
+
+// StripServiceTags removes the tags the service owns from tags that replace a dataset's whole set (a v1 PUT or
+// PATCH): such a body is most often a dataset read and sent back, and the tag it echoes is shown again, derived,
+// by the next read.
+func StripServiceTags(tags map[string][]string) {
+	delete(tags, ExpirationTag)
 }
 
 // ParseTags validates a tags object: each tag name maps to an array of strings, or to null (remove the tag).

@@ -60,7 +60,13 @@ func (p *Patch) parseV1Top(method, key string, value any) error {
 		return p.parseDescription(value)
 	case "tags":
 		p.ReplaceTags = true
-		return p.parseTags(value)
+		tags, err := ParseTags(value)
+		if err != nil {
+			return err
+		}
+		StripServiceTags(tags)
+		p.Tags = tags
+		return nil
 	case "extensions":
 		p.ReplaceExtensions = true
 		return p.parseExtensions(value)

@@ -86,6 +86,19 @@ func newExpirationDoc(e *catalog.Expiration, withHistory bool) expirationDoc {
 	return doc
 }
 
+// includeHistory reads include, which asks for each expiration's history (Adobe's include=history); without it,
+// no history is read.
+func includeHistory(c echo.Context) (bool, error) {
+	switch include := c.QueryParam("include"); include {
+	case "":
+		return false, nil
+	case "history":
+		return true, nil
+	default:
+		return false, catalog.Invalid("invalid-parameter", "include", "include must be history, got %q", catalog.Clip(include))
+	}
+}
+
 func expirationRef(c echo.Context) (string, error) {
 	ref := c.Param("ID")
 	return ref, catalog.ValidateExpirationRef(ref)
@@ -113,15 +126,11 @@ func (s *Server) getExpiration(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	withHistory := false
-	switch include := c.QueryParam("include"); include {
-	case "":
-	case "history":
-		withHistory = true
-	default:
-		return catalog.Invalid("invalid-parameter", "include", "include must be history, got %q", catalog.Clip(include))
+	withHistory, err := includeHistory(c)
+	if err != nil {
+		return err
 	}
-	e, err := s.expirations.FindExpiration(c.Request().Context(), caller(c), ref)
+	e, err := s.expirations.FindExpiration(c.Request().Context(), caller(c), ref, withHistory)
 	if err != nil {
 		return err
 	}
@@ -180,7 +189,7 @@ func (s *Server) listExpirations(c echo.Context) error {
 	doc := expirationListDoc{Results: make([]expirationDoc, 0, len(page.Results)), CurrentPage: f.Page,
 		TotalPages: (page.Total + f.Limit - 1) / f.Limit, TotalCount: page.Total}
 	for _, e := range page.Results {
-		doc.Results = append(doc.Results, newExpirationDoc(e, false))
+		doc.Results = append(doc.Results, newExpirationDoc(e, f.WithHistory))
 	}
 	return c.JSON(http.StatusOK, doc)
 }
@@ -189,7 +198,7 @@ func (s *Server) listExpirations(c echo.Context) error {
 // ignored, as the Catalog's listing does. They are checked in a fixed order, and the first refused is the one the
 // 400 names, so that a request with several bad ones always gets the same answer: limit, page, datasetId,
 // datasetName, displayName, description, author, search, status, orderBy, expiryFromDate, expiryToDate,
-// expiryDate, updatedFromDate, updatedToDate, updatedDate.
+// expiryDate, updatedFromDate, updatedToDate, updatedDate, include.
 func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 	f := catalog.ExpirationFilter{Limit: catalog.DefaultExpirationLimit}
 	var err error
@@ -222,7 +231,10 @@ func parseExpirationFilter(c echo.Context) (catalog.ExpirationFilter, error) {
 	if f.ExpiryFrom, f.ExpiryTo, err = dateWindow(c, "expiry"); err != nil {
 		return f, err
 	}
-	f.UpdatedFrom, f.UpdatedTo, err = dateWindow(c, "updated")
+	if f.UpdatedFrom, f.UpdatedTo, err = dateWindow(c, "updated"); err != nil {
+		return f, err
+	}
+	f.WithHistory, err = includeHistory(c)
 	return f, err
 }
 

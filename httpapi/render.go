@@ -54,19 +54,20 @@ func newDatasetDoc(ds *catalog.Dataset, extensions map[string]any) datasetDoc {
 	}
 }
 
-// expirationTag is the tag under which Adobe's Catalog shows a dataset's pending expiration: its expiry in epoch
-// milliseconds, as a string.
-const expirationTag = "adobe/hygiene/ttl"
-
-// datasetTags are the dataset's tags with, while it has a pending expiration, the expirationTag; the stored tags
-// are left as they are, so a PATCH never writes the service's tag back.
+// datasetTags are the dataset's tags with, while it has a pending expiration, catalog.ExpirationTag (its expiry in
+// epoch milliseconds, as a string). The tag is derived here and only here: a stored one (written before requests
+// were kept from storing it) is never shown.
 func datasetTags(ds *catalog.Dataset) map[string][]string {
-	if ds.PendingExpiry == nil {
+	_, stored := ds.Tags[catalog.ExpirationTag]
+	if ds.PendingExpiry == nil && !stored {
 		return ds.Tags
 	}
 	tags := make(map[string][]string, len(ds.Tags)+1)
 	maps.Copy(tags, ds.Tags)
-	tags[expirationTag] = []string{strconv.FormatInt(catalog.EpochMillis(*ds.PendingExpiry), 10)}
+	delete(tags, catalog.ExpirationTag)
+	if ds.PendingExpiry != nil {
+		tags[catalog.ExpirationTag] = []string{strconv.FormatInt(catalog.EpochMillis(*ds.PendingExpiry), 10)}
+	}
 	return tags
 }
 

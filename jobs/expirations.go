@@ -2,7 +2,11 @@ package jobs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+
+	"github.com/acme/retention/catalog"
 )
 
 // ExpirationRepository carries out dataset expirations (package postgres implements it). Each step acts only from
@@ -15,7 +19,8 @@ type ExpirationRepository interface {
 	// false when there is nothing to do, or the expiration must wait (its dataset held) or ended cancelled (its
 	// dataset deleted first).
 	StartExpiration(ctx context.Context, id string) (bool, error)
-	// FinishExpiration deletes an executing expiration's dataset and marks it completed.
+	// FinishExpiration deletes an executing expiration's dataset and marks it completed; a dataset held since the
+	// first step puts it back pending instead, without error.
 	FinishExpiration(ctx context.Context, id string) error
 }
 
@@ -24,6 +29,11 @@ type ExpirationRepository interface {
 type ExpirationQueue interface {
 	EnqueueExpirations(ctx context.Context, ids []string) error
 }
+
+// ErrLeftToTick wraps the refusal of an expiration's step by a rule of the domain (the state of the expiration or its
+// dataset forbids it now), which a retry on a backoff would not change: the job ends, and while the expiration is
+// due the next tick queues it again. An error of the database is returned as it is, for the queue to retry.
+var ErrLeftToTick = errors.New("dataset expiration refused for now; the next tick looks again")
 
 // dueBatch bounds the expirations one tick queues; the next tick queues the rest.
 const dueBatch = 1000
@@ -57,11 +67,20 @@ func (e *Expirations) Tick(ctx context.Context, queue ExpirationQueue) error {
 func (e *Expirations) Execute(ctx context.Context, id string) error {
 	started, err := e.repo.StartExpiration(ctx, id)
 	if err != nil || !started {
-		return err
+		return leftToTick(err)
 	}
 	if err := e.repo.FinishExpiration(ctx, id); err != nil {
-		return err
+		return leftToTick(err)
 	}
 	e.logger.InfoContext(ctx, "dataset expiration executed", slog.String("expiration_id", id))
 	return nil
+}
+
+// leftToTick marks a refusal of the domain with ErrLeftToTick.
+func leftToTick(err error) error {
+	switch catalog.ErrorCode(err) {
+	case "", catalog.EINTERNAL, catalog.EUNAVAILABLE:
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLeftToTick, err)
 }

@@ -49,7 +49,7 @@ func waitForExpirations(t *testing.T, b *testBundle, events <-chan *river.Event,
 	for {
 		got := map[string]catalog.ExpirationStatus{}
 		for id := range want {
-			e, err := svc.FindExpiration(ctx, b.caller, id)
+			e, err := svc.FindExpiration(ctx, b.caller, id, false)
 			require.NoError(t, err)
 			got[id] = e.Status
 		}
@@ -117,7 +117,7 @@ func TestDueExpirationsRunOnceAcrossReplicas(t *testing.T) {
 		require.Equal(t, id, named)
 		_, err := b.datasets.FindDatasetByID(ctx, b.caller, ds)
 		require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err))
-		e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+		e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id, false)
 		require.NoError(t, err)
 		require.NotNil(t, e.ExecutingAt)
 		require.Equal(t, start.Add(72*time.Hour), *e.CompletedAt)
@@ -164,7 +164,7 @@ func TestExpirationOfADatasetDeletedFirstEndsCancelled(t *testing.T) {
 	require.NoError(t, exp.Execute(ctx, id))
 	require.NoError(t, exp.Execute(ctx, id), "a repeat does nothing")
 
-	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id, false)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationCancelled, e.Status)
 	require.Contains(t, e.Reason, "deleted by other means")
@@ -181,7 +181,7 @@ func TestExpirationNotYetDueIsLeftAlone(t *testing.T) {
 	ds, id := b.schedule(t, "moved", b.clock.Now().Add(25*time.Hour))
 	exp := jobs.NewExpirations(postgres.NewExpirationRunner(b.db), nil)
 	require.NoError(t, exp.Execute(ctx, id))
-	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id)
+	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id, false)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationPending, e.Status)
 	_, err = b.datasets.FindDatasetByID(ctx, b.caller, ds)
@@ -204,7 +204,7 @@ func TestExpirationOfAHeldDatasetWaitsForTheRelease(t *testing.T) {
 	svc := postgres.NewExpirationService(b.db, 0)
 	for range 2 {
 		require.NoError(t, exp.Execute(ctx, id))
-		e, err := svc.FindExpiration(ctx, b.caller, id)
+		e, err := svc.FindExpiration(ctx, b.caller, id, false)
 		require.NoError(t, err)
 		require.Equal(t, catalog.ExpirationPending, e.Status)
 		require.Contains(t, e.Reason, hold.ID, "the reason names the hold")
@@ -219,7 +219,7 @@ func TestExpirationOfAHeldDatasetWaitsForTheRelease(t *testing.T) {
 	_, err = b.datasets.ReleaseHold(ctx, b.caller, ds, hold.ID)
 	require.NoError(t, err)
 	require.NoError(t, exp.Execute(ctx, id))
-	e, err := svc.FindExpiration(ctx, b.caller, id)
+	e, err := svc.FindExpiration(ctx, b.caller, id, false)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationCompleted, e.Status)
 	require.Empty(t, e.Reason)
@@ -229,4 +229,131 @@ func TestExpirationOfAHeldDatasetWaitsForTheRelease(t *testing.T) {
 	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err))
 	require.Equal(t, 1, b.auditCount(t, ds, "Delete"))
 	require.Equal(t, 1, b.auditCount(t, id, "Execute"))
+}
+
+// TestExpirationHeldBetweenItsStepsWaitsPending: the first step committed (executing), the replica died before the
+// second, and a hold was placed meanwhile. The job the next tick queues ends without error, the expiration back to
+// pending with its reason naming the hold (cancellable again), and the dataset is kept; the first tick after the
+// release queues a job again, which executes it once.
+func TestExpirationHeldBetweenItsStepsWaitsPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "held-half-done", b.clock.Now().Add(25*time.Hour))
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	started, err := postgres.NewExpirationRunner(b.openDB(t)).StartExpiration(ctx, id)
+	require.NoError(t, err)
+	require.True(t, started)
+	hold, err := b.datasets.PlaceHold(ctx, b.caller, ds, catalog.HoldCreate{Reason: "litigation"})
+	require.NoError(t, err)
+
+	r := b.expirationReplica(t)
+	events := jobEvents(t, []*replica{r.replica}, "dataset_expiration")
+	require.NoError(t, r.expirations.Tick(ctx, r.queue))
+	ev := <-events
+	require.Equal(t, river.EventKindJobCompleted, ev.Kind, "the job ends without error: %v", ev.Job.Errors)
+	svc := postgres.NewExpirationService(b.db, 0)
+	e, err := svc.FindExpiration(ctx, b.caller, id, false)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationPending, e.Status)
+	require.Contains(t, e.Reason, hold.ID, "the reason names the hold")
+	require.Nil(t, e.ExecutingAt)
+	require.Zero(t, b.auditCount(t, ds, "Delete"))
+	require.Equal(t, 24, b.rowCount(t, ds))
+
+	_, err = b.datasets.ReleaseHold(ctx, b.caller, ds, hold.ID)
+	require.NoError(t, err)
+	require.NoError(t, r.expirations.Tick(ctx, r.queue))
+	waitForExpirations(t, b, events, map[string]catalog.ExpirationStatus{id: catalog.ExpirationCompleted})
+	require.Equal(t, 1, b.auditCount(t, ds, "Delete"))
+	require.Equal(t, 1, b.auditCount(t, id, "Execute"))
+}
+
+// TestHeldExpirationCanBeCancelledAfterACrash: an expiration left executing by a crash, its dataset held since,
+// is put back to pending by the next attempt, and the user can then cancel it.
+func TestHeldExpirationCanBeCancelledAfterACrash(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "held-then-cancelled", b.clock.Now().Add(25*time.Hour))
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	runner := postgres.NewExpirationRunner(b.db)
+	started, err := runner.StartExpiration(ctx, id)
+	require.NoError(t, err)
+	require.True(t, started)
+	_, err = b.datasets.PlaceHold(ctx, b.caller, ds, catalog.HoldCreate{Reason: "audit"})
+	require.NoError(t, err)
+	require.NoError(t, jobs.NewExpirations(runner, nil).Execute(ctx, id))
+	e, err := postgres.NewExpirationService(b.db, 0).CancelExpiration(ctx, b.caller, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationCancelled, e.Status)
+}
+
+// TestHeldReasonSaysTheCurrentState: a due expiration waiting for a hold names it; moving its expiry, or releasing
+// the hold, takes the reason away at once, without waiting for a tick.
+func TestHeldReasonSaysTheCurrentState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	svc := postgres.NewExpirationService(b.db, 0)
+	exp := jobs.NewExpirations(postgres.NewExpirationRunner(b.db), nil)
+	moved, movedID := b.schedule(t, "moved-later", b.clock.Now().Add(25*time.Hour))
+	released, releasedID := b.schedule(t, "released", b.clock.Now().Add(25*time.Hour))
+	holds := map[string]string{}
+	for _, ds := range []string{moved, released} {
+		h, err := b.datasets.PlaceHold(ctx, b.caller, ds, catalog.HoldCreate{Reason: "litigation"})
+		require.NoError(t, err)
+		holds[ds] = h.ID
+	}
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+	for _, id := range []string{movedID, releasedID} {
+		require.NoError(t, exp.Execute(ctx, id))
+		e, err := svc.FindExpiration(ctx, b.caller, id, false)
+		require.NoError(t, err)
+		require.Contains(t, e.Reason, "legal hold")
+	}
+
+	later := b.clock.Now().Add(30 * 24 * time.Hour)
+	e, err := svc.UpdateExpiration(ctx, b.caller, movedID, catalog.ExpirationUpdate{Expiry: &later})
+	require.NoError(t, err)
+	require.Empty(t, e.Reason, "not due any more")
+	e, err = svc.FindExpiration(ctx, b.caller, movedID, false)
+	require.NoError(t, err)
+	require.Empty(t, e.Reason)
+
+	_, err = b.datasets.ReleaseHold(ctx, b.caller, released, holds[released])
+	require.NoError(t, err)
+	e, err = svc.FindExpiration(ctx, b.caller, releasedID, false)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationPending, e.Status)
+	require.Empty(t, e.Reason, "nothing holds it: it runs at the next tick")
+}
+
+// TestRefusedExpirationJobEndsWithoutBackoff: a step the domain refuses (here a dataset made SYSTEM behind the
+// service's back, which cannot be deleted) ends its job cancelled after one attempt, not retryable on a backoff,
+// so the next tick queues the expiration again.
+func TestRefusedExpirationJobEndsWithoutBackoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds, id := b.schedule(t, "made-system", b.clock.Now().Add(25*time.Hour))
+	_, err := b.db.Pool.Exec(ctx, `UPDATE datasets SET managed_by = 'SYSTEM' WHERE id = $1`, ds)
+	require.NoError(t, err)
+	b.clock.Set(b.clock.Now().Add(26 * time.Hour))
+
+	r := b.expirationReplica(t)
+	events, cancel := r.Client().Subscribe(river.EventKindJobCompleted, river.EventKindJobFailed, river.EventKindJobCancelled)
+	t.Cleanup(cancel)
+	for round := 1; round <= 2; round++ {
+		require.NoError(t, r.expirations.Tick(ctx, r.queue))
+		ev := <-events
+		require.Equal(t, river.EventKindJobCancelled, ev.Kind, "round %d: %v", round, ev.Job.Errors)
+		require.Equal(t, 1, ev.Job.Attempt)
+		var jobsQueued int
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'dataset_expiration'`).Scan(&jobsQueued))
+		require.Equal(t, round, jobsQueued, "each tick queued a job")
+	}
+	e, err := postgres.NewExpirationService(b.db, 0).FindExpiration(ctx, b.caller, id, false)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ExpirationExecuting, e.Status)
 }

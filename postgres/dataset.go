@@ -475,8 +475,12 @@ FROM datasets d LEFT JOIN storage ON storage.dataset_id = d.id WHERE ` + filters
 	return query, args, withStorage
 }
 
-// tagCondition matches a tag name and a value pattern in which "*" is a wildcard.
+// tagCondition matches a tag name and a value pattern in which "*" is a wildcard. catalog.ExpirationTag is matched
+// against the dataset's pending expiration, from which reads derive it, never against stored tags.
 func tagCondition(t catalog.TagFilter, arg func(any) string) string {
+	if t.Name == catalog.ExpirationTag {
+		return expirationTagCondition(t.Value, arg)
+	}
 	if t.Value == "*" {
 		return "d.tags ? " + arg(t.Name)
 	}
@@ -575,16 +579,30 @@ func datasetEvent(c *catalog.Caller, ds *catalog.Dataset, action string, now tim
 
 const softDeleteDataset = `UPDATE datasets SET deleted_at = $2, updated_at = $2, updated_user = $3 WHERE id = $1`
 
-// DeleteDataset implements catalog.DatasetService.
+// DeleteDataset implements catalog.DatasetService. The dataset's open expiration ends cancelled in the same
+// transaction, its reason saying why, so that it stops counting against the org's quota at once; the Delete event
+// names it (details.cancelledExpirationId). The expiration is locked before the dataset, in the order the
+// expiration runner and a reopen take them, so that neither waits for the other in a cycle.
 func (s *DatasetService) DeleteDataset(ctx context.Context, c *catalog.Caller, id string) (err error) {
 	defer outage(&err)
 	now := s.db.now()
 	return s.db.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := lockOpenExpiration(ctx, tx, c, id); err != nil {
+			return err
+		}
 		ds, err := findDataset(ctx, tx, c, id, true)
 		if err != nil {
 			return err
 		}
-		return deleteDataset(ctx, tx, c, ds, now, map[string]any{})
+		details := map[string]any{}
+		cancelled, err := cancelOpenExpiration(ctx, tx, c, ds.ID, now)
+		if err != nil {
+			return err
+		}
+		if cancelled != "" {
+			details["cancelledExpirationId"] = cancelled
+		}
+		return deleteDataset(ctx, tx, c, ds, now, details)
 	})
 }
 

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,7 +35,7 @@ const serviceUser = "retention-service"
 
 const expirationColumns = `e.id, e.org_id, e.sandbox_name, e.dataset_id, d.name, e.display_name, e.description, e.status,
        e.expiry, e.reason, e.created_at, e.created_by, e.updated_at, e.updated_by, e.executing_at, e.completed_at,
-       e.cancelled_at, e.history`
+       e.cancelled_at`
 
 // expirationFrom joins each expiration to its dataset for the dataset's name, deleted or not.
 const expirationFrom = ` FROM dataset_expirations e JOIN datasets d ON d.id = e.dataset_id`
@@ -48,10 +47,9 @@ func scanExpiration(row pgx.Row) (*catalog.Expiration, error) {
 	var e catalog.Expiration
 	var status string
 	var reason *string
-	var history []byte
 	err := row.Scan(&e.ID, &e.Org, &e.Sandbox, &e.DatasetID, &e.DatasetName, &e.DisplayName, &e.Description, &status,
 		&e.Expiry, &reason, &e.Created, &e.CreatedBy, &e.Updated, &e.UpdatedBy, &e.ExecutingAt, &e.CompletedAt,
-		&e.CancelledAt, &history)
+		&e.CancelledAt)
 	if err != nil {
 		return nil, err
 	}
@@ -66,9 +64,6 @@ func scanExpiration(row pgx.Row) (*catalog.Expiration, error) {
 	if reason != nil {
 		e.Reason = *reason
 	}
-	if err := json.Unmarshal(history, &e.History); err != nil {
-		return nil, fmt.Errorf("stored history of expiration %s: %w", e.ID, err)
-	}
 	return &e, nil
 }
 
@@ -76,15 +71,15 @@ func expirationNotFound(ref string) string {
 	return fmt.Sprintf("dataset expiration %s was not found", ref)
 }
 
-// findExpiration reads the expiration ref names in the caller's scope: by its id, or the newest of a dataset, locked
-// for the transaction when forUpdate is set.
+// findExpiration reads the expiration ref names in the caller's scope: by its id, or a dataset's open one (there is at
+// most one), else its newest, locked for the transaction when forUpdate is set.
 func findExpiration(ctx context.Context, q querier, c *catalog.Caller, ref string, forUpdate bool) (*catalog.Expiration, error) {
 	by := `e.id = $3`
 	if !catalog.IsExpirationID(ref) {
 		by = `e.dataset_id = $3`
 	}
 	query := `SELECT ` + expirationColumns + expirationFrom + ` WHERE ` + expirationScope + ` AND ` + by +
-		` ORDER BY e.created_at DESC, e.id DESC LIMIT 1`
+		` ORDER BY e.status IN ('pending', 'executing') DESC, e.created_at DESC, e.id DESC LIMIT 1`
 	if forUpdate {
 		query += ` FOR UPDATE OF e`
 	}
@@ -112,6 +107,36 @@ func checkNoOpenExpiration(ctx context.Context, tx pgx.Tx, datasetID, except str
 		return nil
 	}
 	return catalog.ErrOpenExpiration(datasetID, open)
+}
+
+// lockOpenExpiration locks the open expiration of the caller's dataset, if it has one, and returns it (nil for none).
+func lockOpenExpiration(ctx context.Context, tx pgx.Tx, c *catalog.Caller, datasetID string) (*catalog.Expiration, error) {
+	e, err := scanExpiration(tx.QueryRow(ctx, `SELECT `+expirationColumns+expirationFrom+` WHERE `+expirationScope+
+		` AND e.dataset_id = $3 AND e.status IN ('pending', 'executing') FOR UPDATE OF e`, c.Org, c.Sandbox, datasetID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock open expiration of %s: %w", datasetID, err)
+	}
+	return e, nil
+}
+
+// cancelOpenExpiration ends the open expiration of a dataset being deleted by other means cancelled, with that
+// reason and its Cancel event, and returns its id ("" when it had none). The caller holds the dataset's row lock, so
+// no expiration is created or reopened meanwhile; one created since the caller's lockOpenExpiration is not due, so
+// no runner holds its lock while it waits for the dataset's.
+func cancelOpenExpiration(ctx context.Context, tx pgx.Tx, c *catalog.Caller, datasetID string, now time.Time) (string, error) {
+	e, err := lockOpenExpiration(ctx, tx, c, datasetID)
+	if err != nil || e == nil {
+		return "", err
+	}
+	reason := fmt.Sprintf("dataset %s was deleted by other means at %s, before the expiration ran", datasetID, now.UTC().Format(time.RFC3339))
+	next := e.CancelledBecause(reason, c.User, now)
+	if err := saveExpiration(ctx, tx, next); err != nil {
+		return "", err
+	}
+	return e.ID, writeAuditEvent(ctx, tx, expirationEvent(c, next, audit.ActionCancel, now, next.AuditDetails(e)))
 }
 
 // lockQuota serializes the org's changes that add a pending expiration, so that two at once cannot both take the
@@ -148,8 +173,39 @@ func (s *ExpirationService) quota(ctx context.Context, q querier, org string) (c
 
 const insertExpiration = `
 INSERT INTO dataset_expirations (id, org_id, sandbox_name, dataset_id, display_name, description, status, expiry,
-                                 created_at, created_by, updated_at, updated_by, history)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+                                 created_at, created_by, updated_at, updated_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// selectNewestExpirations reads a dataset's expirations, the newest first: how many it has, and the one its bound's
+// refusal names.
+const selectNewestExpirations = `SELECT e.id, e.status FROM dataset_expirations e WHERE e.dataset_id = $1
+ORDER BY e.created_at DESC, e.id DESC LIMIT ` + "$2"
+
+// checkExpirationBound refuses one more expiration for a dataset that has catalog.MaxExpirationsPerDataset (open or
+// cancelled: a completed one deleted it). The caller holds the dataset's row lock, which every create takes.
+func checkExpirationBound(ctx context.Context, tx pgx.Tx, datasetID string) error {
+	rows, err := tx.Query(ctx, selectNewestExpirations, datasetID, catalog.MaxExpirationsPerDataset)
+	if err != nil {
+		return fmt.Errorf("count expirations of %s: %w", datasetID, err)
+	}
+	existing, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Expiration, error) {
+		var e catalog.Expiration
+		err := row.Scan(&e.ID, &e.Status)
+		return &e, err
+	})
+	if err != nil {
+		return fmt.Errorf("count expirations of %s: %w", datasetID, err)
+	}
+	if len(existing) < catalog.MaxExpirationsPerDataset {
+		return nil
+	}
+	for _, e := range existing {
+		if e.Status == catalog.ExpirationCancelled {
+			return catalog.ErrTooManyExpirations(datasetID, e)
+		}
+	}
+	return catalog.ErrTooManyExpirations(datasetID, existing[0])
+}
 
 // CreateExpiration implements catalog.ExpirationService. The dataset row is locked, so that two creates for one
 // dataset run one after the other and the second finds the first.
@@ -168,19 +224,21 @@ func (s *ExpirationService) CreateExpiration(ctx context.Context, c *catalog.Cal
 		if err := checkNoOpenExpiration(ctx, tx, ds.ID, ""); err != nil {
 			return err
 		}
+		if err := checkExpirationBound(ctx, tx, ds.ID); err != nil {
+			return err
+		}
 		if err := s.checkQuota(ctx, tx, c.Org); err != nil {
 			return err
 		}
 		if e, err = catalog.NewExpiration(create, ds, c, catalog.NewExpirationID(), now); err != nil {
 			return err
 		}
-		history, err := json.Marshal(e.History)
-		if err != nil {
-			return err
-		}
 		if _, err := tx.Exec(ctx, insertExpiration, e.ID, e.Org, e.Sandbox, e.DatasetID, e.DisplayName, e.Description,
-			string(e.Status), e.Expiry, e.Created, e.CreatedBy, e.Updated, e.UpdatedBy, history); err != nil {
+			string(e.Status), e.Expiry, e.Created, e.CreatedBy, e.Updated, e.UpdatedBy); err != nil {
 			return fmt.Errorf("insert expiration of %s: %w", ds.ID, err)
+		}
+		if err := appendHistory(ctx, tx, e); err != nil {
+			return err
 		}
 		return writeAuditEvent(ctx, tx, expirationEvent(c, e, audit.ActionCreate, now, e.AuditDetails(nil)))
 	})
@@ -199,33 +257,144 @@ func expirationEvent(c *catalog.Caller, e *catalog.Expiration, action string, no
 	}
 }
 
-// FindExpiration implements catalog.ExpirationService.
-func (s *ExpirationService) FindExpiration(ctx context.Context, c *catalog.Caller, ref string) (_ *catalog.Expiration, err error) {
+// FindExpiration implements catalog.ExpirationService, in one read-only snapshot.
+func (s *ExpirationService) FindExpiration(ctx context.Context, c *catalog.Caller, ref string, withHistory bool) (_ *catalog.Expiration, err error) {
 	defer outage(&err)
-	return findExpiration(ctx, s.db.Pool, c, ref, false)
+	now := s.db.now()
+	var e *catalog.Expiration
+	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		if e, err = findExpiration(ctx, tx, c, ref, false); err != nil {
+			return err
+		}
+		return completeExpirations(ctx, tx, []*catalog.Expiration{e}, withHistory, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// completeExpirations fills what a read shows beside the expirations' rows: each one's reason to wait (the oldest
+// active hold of a due pending one's dataset) and, when asked, its history.
+func completeExpirations(ctx context.Context, q querier, exps []*catalog.Expiration, withHistory bool, now time.Time) error {
+	if err := attachWaitReasons(ctx, q, exps, now); err != nil {
+		return err
+	}
+	if !withHistory {
+		return nil
+	}
+	return attachHistory(ctx, q, exps)
+}
+
+// selectOldestHolds reads the oldest active hold of each dataset (dataset_holds_active_idx).
+const selectOldestHolds = `SELECT DISTINCT ON (h.dataset_id) ` + holdColumns + ` FROM dataset_holds h
+WHERE h.dataset_id = ANY($1) AND h.released_at IS NULL ORDER BY h.dataset_id, h.placed_at, h.id`
+
+// attachWaitReasons sets each expiration's Reason as of now (catalog.Expiration.WaitsFor): only a due pending one
+// waits, for its dataset's oldest active hold, so the reason is never older than the read.
+func attachWaitReasons(ctx context.Context, q querier, exps []*catalog.Expiration, now time.Time) error {
+	var due []string
+	for _, e := range exps {
+		if e.Status == catalog.ExpirationPending && !e.Expiry.After(now) {
+			due = append(due, e.DatasetID)
+		}
+	}
+	holds := map[string]*catalog.Hold{}
+	if len(due) > 0 {
+		rows, err := q.Query(ctx, selectOldestHolds, due)
+		if err != nil {
+			return fmt.Errorf("read holds of due expirations: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*catalog.Hold, error) { return scanHold(row) })
+		if err != nil {
+			return fmt.Errorf("read holds of due expirations: %w", err)
+		}
+		for _, h := range found {
+			holds[h.DatasetID] = h
+		}
+	}
+	for _, e := range exps {
+		e.WaitsFor(holds[e.DatasetID], now)
+	}
+	return nil
+}
+
+// selectHistory reads the kept history of expirations, each one's oldest first.
+const selectHistory = `SELECT expiration_id, status, expiry, updated_at, updated_by, reason FROM dataset_expiration_history
+WHERE expiration_id = ANY($1) ORDER BY expiration_id, seq`
+
+// attachHistory fills each expiration's History in one query: at most catalog.MaxExpirationHistory rows each.
+func attachHistory(ctx context.Context, q querier, exps []*catalog.Expiration) error {
+	byID := make(map[string]*catalog.Expiration, len(exps))
+	ids := make([]string, 0, len(exps))
+	for _, e := range exps {
+		byID[e.ID], e.History = e, []catalog.ExpirationEvent{}
+		ids = append(ids, e.ID)
+	}
+	rows, err := q.Query(ctx, selectHistory, ids)
+	if err != nil {
+		return fmt.Errorf("read expiration history: %w", err)
+	}
+	var id string
+	var h catalog.ExpirationEvent
+	var reason *string
+	_, err = pgx.ForEachRow(rows, []any{&id, &h.Status, &h.Expiry, &h.UpdatedAt, &h.UpdatedBy, &reason}, func() error {
+		entry := catalog.ExpirationEvent{Status: h.Status, Expiry: h.Expiry.UTC(), UpdatedAt: h.UpdatedAt.UTC(), UpdatedBy: h.UpdatedBy}
+		if reason != nil {
+			entry.Reason = *reason
+		}
+		byID[id].History = append(byID[id].History, entry)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read expiration history: %w", err)
+	}
+	return nil
+}
+
+// appendHistory appends e.Change to e's history, numbered after the last entry (the caller holds e's row lock, so
+// no other change numbers it meanwhile), and lets the entries past catalog.MaxExpirationHistory go: two index
+// probes and at most one row removed, whatever e's history held before.
+func appendHistory(ctx context.Context, tx pgx.Tx, e *catalog.Expiration) error {
+	h := e.Change
+	if h == nil {
+		return nil
+	}
+	var reason *string
+	if h.Reason != "" {
+		reason = &h.Reason
+	}
+	var seq int64
+	if err := tx.QueryRow(ctx, `INSERT INTO dataset_expiration_history (expiration_id, seq, status, expiry, updated_at, updated_by, reason)
+		SELECT $1, COALESCE(max(seq), 0) + 1, $2, $3, $4, $5, $6 FROM dataset_expiration_history WHERE expiration_id = $1
+		RETURNING seq`, e.ID, h.Status, h.Expiry, h.UpdatedAt, h.UpdatedBy, reason).Scan(&seq); err != nil {
+		return fmt.Errorf("append history of expiration %s: %w", e.ID, err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM dataset_expiration_history WHERE expiration_id = $1 AND seq <= $2`,
+		e.ID, seq-catalog.MaxExpirationHistory); err != nil {
+		return fmt.Errorf("trim history of expiration %s: %w", e.ID, err)
+	}
+	return nil
 }
 
 const updateExpiration = `
 UPDATE dataset_expirations
 SET display_name = $2, description = $3, status = $4, expiry = $5, reason = $6, updated_at = $7, updated_by = $8,
-    executing_at = $9, completed_at = $10, cancelled_at = $11, history = $12
+    executing_at = $9, completed_at = $10, cancelled_at = $11
 WHERE id = $1`
 
-// saveExpiration writes e's changeable columns.
+// saveExpiration writes e's changeable columns and appends its change to its history. Only a cancelled expiration's
+// reason is stored: a pending one's is derived when it is read (attachWaitReasons), so it cannot go stale.
 func saveExpiration(ctx context.Context, tx pgx.Tx, e *catalog.Expiration) error {
-	history, err := json.Marshal(e.History)
-	if err != nil {
-		return err
-	}
 	var reason *string
-	if e.Reason != "" {
+	if e.Status == catalog.ExpirationCancelled && e.Reason != "" {
 		reason = &e.Reason
 	}
 	if _, err := tx.Exec(ctx, updateExpiration, e.ID, e.DisplayName, e.Description, string(e.Status), e.Expiry, reason,
-		e.Updated, e.UpdatedBy, e.ExecutingAt, e.CompletedAt, e.CancelledAt, history); err != nil {
+		e.Updated, e.UpdatedBy, e.ExecutingAt, e.CompletedAt, e.CancelledAt); err != nil {
 		return fmt.Errorf("update expiration %s: %w", e.ID, err)
 	}
-	return nil
+	return appendHistory(ctx, tx, e)
 }
 
 // UpdateExpiration implements catalog.ExpirationService. Reopening a cancelled expiration checks again what a
@@ -249,6 +418,9 @@ func (s *ExpirationService) UpdateExpiration(ctx context.Context, c *catalog.Cal
 			}
 		}
 		if err := saveExpiration(ctx, tx, next); err != nil {
+			return err
+		}
+		if err := attachWaitReasons(ctx, tx, []*catalog.Expiration{next}, now); err != nil {
 			return err
 		}
 		return writeAuditEvent(ctx, tx, expirationEvent(c, next, audit.ActionUpdate, now, next.AuditDetails(e)))
@@ -312,6 +484,7 @@ var expirationOrderColumns = map[string]string{
 func (s *ExpirationService) FindExpirations(ctx context.Context, c *catalog.Caller, f catalog.ExpirationFilter) (_ *catalog.ExpirationPage, err error) {
 	defer outage(&err)
 	where, args := expirationWhere(c, f)
+	now := s.db.now()
 	page := &catalog.ExpirationPage{}
 	err = pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT count(*)`+expirationFrom+` WHERE `+where, args...).Scan(&page.Total); err != nil {
@@ -337,7 +510,7 @@ func (s *ExpirationService) FindExpirations(ctx context.Context, c *catalog.Call
 		if err != nil {
 			return fmt.Errorf("list expirations: %w", err)
 		}
-		return nil
+		return completeExpirations(ctx, tx, page.Results, f.WithHistory, now)
 	})
 	if err != nil {
 		return nil, err
@@ -434,4 +607,16 @@ func attachPendingExpiries(ctx context.Context, q querier, datasets []*catalog.D
 		return fmt.Errorf("read pending expirations: %w", err)
 	}
 	return nil
+}
+
+// expirationTagCondition filters a dataset listing by catalog.ExpirationTag as reads show it: the dataset has a
+// pending expiration (value "*"), whose expiry in epoch milliseconds matches value, "*" a wildcard. One probe of the
+// open expirations' index per dataset.
+func expirationTagCondition(value string, arg func(any) string) string {
+	cond := "EXISTS (SELECT 1 FROM dataset_expirations e WHERE e.dataset_id = d.id AND e.status = 'pending'"
+	if value == "*" {
+		return cond + ")"
+	}
+	pattern := strings.ReplaceAll(likeEscaper.Replace(value), "*", "%")
+	return cond + " AND floor(extract(epoch FROM e.expiry) * 1000)::bigint::text LIKE " + arg(pattern) + ")"
 }

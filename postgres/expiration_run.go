@@ -54,9 +54,9 @@ func serviceCaller(e *catalog.Expiration) *catalog.Caller {
 
 // StartExpiration takes the first step of a due expiration: it marks it executing and reports true, so that
 // FinishExpiration deletes the dataset. It reports true without change for one already executing (a retry), and
-// false when there is nothing to do: the expiration is not due (changed, cancelled, done), its dataset is held (the
-// reason is kept on the expiration, which stays pending), or its dataset was deleted by other means (the
-// expiration ends cancelled with that reason and its audit event).
+// false when there is nothing to do: the expiration is not due (changed, cancelled, done), its dataset is held (it
+// stays pending, unchanged: a read names the hold, and the first tick after the release queues it again), or its
+// dataset was deleted by other means (the expiration ends cancelled with that reason and its audit event).
 func (r *ExpirationRunner) StartExpiration(ctx context.Context, id string) (started bool, err error) {
 	defer outage(&err)
 	now := r.db.now()
@@ -94,7 +94,7 @@ func (r *ExpirationRunner) start(ctx context.Context, tx pgx.Tx, e *catalog.Expi
 		return false, err
 	}
 	if reason != "" {
-		return false, keepWaiting(ctx, tx, e, reason)
+		return false, nil
 	}
 	return true, saveExpiration(ctx, tx, e.Executing(serviceUser, now))
 }
@@ -109,17 +109,6 @@ func heldReason(ctx context.Context, tx pgx.Tx, datasetID string) (string, error
 	return catalog.ErrDatasetHeld(datasetID, h, "its expiration").Message, nil
 }
 
-// keepWaiting records on a due expiration why it still waits; it stays pending, and the scheduler looks again at
-// its next tick.
-func keepWaiting(ctx context.Context, tx pgx.Tx, e *catalog.Expiration, reason string) error {
-	if e.Reason == reason {
-		return nil
-	}
-	next := *e
-	next.Reason = reason
-	return saveExpiration(ctx, tx, &next)
-}
-
 func cancelForDeletedDataset(ctx context.Context, tx pgx.Tx, e *catalog.Expiration, deletedAt, now time.Time) error {
 	reason := fmt.Sprintf("dataset %s was deleted by other means at %s, before the expiration ran", e.DatasetID, deletedAt.UTC().Format(time.RFC3339))
 	next := e.CancelledBecause(reason, serviceUser, now)
@@ -132,7 +121,10 @@ func cancelForDeletedDataset(ctx context.Context, tx pgx.Tx, e *catalog.Expirati
 // FinishExpiration takes the second step of an executing expiration: in one transaction it deletes the dataset
 // through the path DELETE /dataSets/{id} takes (its Delete event naming the expiration; its rows leave with the
 // next retention run), marks the expiration completed and writes its Execute event. An expiration in any other
-// status is left alone, so a second call does nothing.
+// status is left alone, so a second call does nothing. A dataset held since the first step (a hold placed while a
+// replica was stopped between the steps) is not an error: the expiration goes back to pending, waiting for the
+// release as one held before its first step does, and the call returns nil, so that its job ends rather than
+// retrying on a backoff that the release would not shorten.
 func (r *ExpirationRunner) FinishExpiration(ctx context.Context, id string) (err error) {
 	defer outage(&err)
 	now := r.db.now()
@@ -163,6 +155,13 @@ func finish(ctx context.Context, tx pgx.Tx, e *catalog.Expiration, now time.Time
 	}
 	if err != nil {
 		return err
+	}
+	reason, err := heldReason(ctx, tx, ds.ID)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return saveExpiration(ctx, tx, e.Held(reason, serviceUser, now))
 	}
 	details := map[string]any{"expirationId": e.ID, "expiry": e.Expiry.Format(time.RFC3339Nano)}
 	if err := deleteDataset(ctx, tx, c, ds, now, details); err != nil {

@@ -361,3 +361,44 @@ func TestRowStatsEarliestMigrationFillsEventTimes(t *testing.T) {
 		{2, "2029-01-02 00:00", true},
 	}, got)
 }
+
+// TestExpirationHistoryMigration: 0014 moves each expiration's JSON history into rows, keeping its newest 100, takes
+// away the stale reason of one not cancelled, and its down migration puts the kept rows back as JSON.
+func TestExpirationHistoryMigration(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	_, err = postgres.MigrateDown(ctx, b.pool, len(b.all)-slices.IndexFunc(b.all, func(m postgres.Migration) bool { return m.Version == 14 }))
+	require.NoError(t, err)
+	const id = "SD-00000000-0000-4000-8000-000000000001"
+	for _, sql := range []string{
+		`INSERT INTO datasets (id, org_id, sandbox_name, name, data_behavior, managed_by, created_at, updated_at, created_user, updated_user, created_client)
+		    VALUES ('0123456789abcdef01234567', 'o', 'prod', 'n', 'record', 'CUSTOMER', now(), now(), 'u', 'u', 'c')`,
+		`INSERT INTO dataset_expirations (id, org_id, sandbox_name, dataset_id, display_name, status, expiry, reason, created_at, created_by, updated_at, updated_by, history)
+		    SELECT '` + id + `', 'o', 'prod', '0123456789abcdef01234567', 'x', 'pending', '2030-01-01+00', 'held by an old hold', now(), 'u', now(), 'u',
+		      jsonb_agg(jsonb_build_object('status', 'updated', 'expiry', '2030-01-01T00:00:00Z', 'updatedAt', '2026-01-01T00:00:00Z', 'updatedBy', 'u' || i) ORDER BY i)
+		    FROM generate_series(1, 105) i`,
+	} {
+		_, err := b.pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	_, err = postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	var n int
+	var first, last string
+	var reason *string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*), min(updated_by || '@' || seq) FILTER (WHERE seq = (SELECT min(seq) FROM dataset_expiration_history)),
+		max(updated_by) FILTER (WHERE seq = (SELECT max(seq) FROM dataset_expiration_history)), (SELECT reason FROM dataset_expirations)
+		FROM dataset_expiration_history WHERE expiration_id = $1`, id).Scan(&n, &first, &last, &reason))
+	require.Equal(t, 100, n, "the newest 100 kept")
+	require.Equal(t, "u6@6", first)
+	require.Equal(t, "u105", last)
+	require.Nil(t, reason, "a pending expiration's reason is derived when read")
+
+	_, err = postgres.MigrateDown(ctx, b.pool, len(b.all)-slices.IndexFunc(b.all, func(m postgres.Migration) bool { return m.Version == 14 }))
+	require.NoError(t, err)
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT jsonb_array_length(history), history->0->>'updatedBy' FROM dataset_expirations`).Scan(&n, &first))
+	require.Equal(t, []any{100, "u6"}, []any{n, first})
+}

@@ -2,6 +2,7 @@ package riverjobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -147,5 +148,9 @@ func (w *expirationWorker) Work(ctx context.Context, job *river.Job[expirationAr
 	if w.c.work.Expirations == nil {
 		return river.JobSnooze(w.c.cfg.ExpirationInterval) // leave it to a replica that runs expirations
 	}
-	return w.c.work.Expirations.Execute(ctx, job.Args.ExpirationID)
+	err := w.c.work.Expirations.Execute(ctx, job.Args.ExpirationID)
+	if errors.Is(err, jobs.ErrLeftToTick) {
+		return river.JobCancel(err) // no backoff: the tick queues it again while it is due
+	}
+	return err
 }

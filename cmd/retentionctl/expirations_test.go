@@ -36,7 +36,7 @@ func TestExpirationsCommands(t *testing.T) {
 	out := mustCtl(t, env, "expirations", "create", "-org", c.Org, "-dataset", ds.ID, "-expiry", expiry, "-name", "retire the pilot")
 	require.Contains(t, out, "pending")
 	require.Contains(t, out, expiry+"T00:00:00.000Z")
-	e, err := postgres.NewExpirationService(db, 0).FindExpiration(ctx, c, ds.ID)
+	e, err := postgres.NewExpirationService(db, 0).FindExpiration(ctx, c, ds.ID, false)
 	require.NoError(t, err)
 	require.Equal(t, "retentionctl", e.CreatedBy, "created through the API, as the CLI's token")
 

@@ -78,7 +78,7 @@ func (f *expirationFixture) status(t *testing.T, id string) catalog.ExpirationSt
 func (f *expirationFixture) requireExecutedOnce(t *testing.T, datasetID, id string) {
 	t.Helper()
 	ctx := context.Background()
-	e, err := postgres.NewExpirationService(f.db, 0).FindExpiration(ctx, f.caller, id)
+	e, err := postgres.NewExpirationService(f.db, 0).FindExpiration(ctx, f.caller, id, false)
 	require.NoError(t, err)
 	require.Equal(t, catalog.ExpirationCompleted, e.Status)
 	require.NotNil(t, e.ExecutingAt)
