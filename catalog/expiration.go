@@ -295,7 +295,7 @@ func ParseExpirationUpdate(body map[string]any) (ExpirationUpdate, error) {
 func onlyFields(body map[string]any, fields []string, what string) error {
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(fields, key) {
-			return Invalid("unknown-field", key, "%s is not a field of %s; accepted fields are %v", Clip(key), what, fields)
+			return Invalid("unknown-field", Clip(key), "%s is not a field of %s; accepted fields are %v", Clip(key), what, fields)
 		}
 	}
 	return nil

@@ -46,7 +46,7 @@ func ParseHoldCreate(body map[string]any) (HoldCreate, error) {
 	var h HoldCreate
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(holdFields, key) {
-			return h, Invalid("unknown-field", key, "%s is not a field of a hold; accepted fields are %v", key, holdFields)
+			return h, Invalid("unknown-field", Clip(key), "%s is not a field of a hold; accepted fields are %v", Clip(key), holdFields)
 		}
 	}
 	if body["reason"] == nil {
@@ -87,7 +87,7 @@ func holdText(field string, raw any, maxLen int) (string, error) {
 // characters, as dataset ids.
 func ValidateHoldID(id string) error {
 	if !datasetIDPattern.MatchString(id) {
-		return Invalid("invalid-hold-id", "holdId", "hold id %q must be 24 lowercase hexadecimal characters", id)
+		return Invalid("invalid-hold-id", "holdId", "hold id %q must be 24 lowercase hexadecimal characters", Clip(id))
 	}
 	return nil
 }

@@ -92,7 +92,7 @@ func refuseField(method, key string, value any, writable string) error {
 	if why, ok := serviceOwned[key]; ok {
 		return Invalid("read-only-field", key, "%s may not be set by %s: %s", key, method, why)
 	}
-	return Invalid("unknown-field", key, "%s is not a dataset field that %s can set; writable fields are %s", key, method, writable)
+	return Invalid("unknown-field", Clip(key), "%s is not a dataset field that %s can set; writable fields are %s", Clip(key), method, writable)
 }
 
 func readOnlyClassification(method string, value any) error {
@@ -227,7 +227,7 @@ func (p *Patch) parseRowExpiration(store Store, value any) error {
 		case slices.Contains(rowExpirationOwned, key):
 			return Invalid("read-only-field", field+"."+key, "%s.%s may not be set by PATCH: it is set by the service", field, key)
 		default:
-			return Invalid("unknown-field", field+"."+key, "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, key)
+			return Invalid("unknown-field", field+"."+Clip(key), "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, Clip(key))
 		}
 	}
 	raw, ok := obj["ttlValue"]

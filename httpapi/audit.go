@@ -29,7 +29,7 @@ func (s *Server) registerAudit(e *echo.Echo) {
 	read := requireScope(catalog.ScopeAuditRead)
 	for _, prefix := range []string{"", auditPrefix} {
 		g := e.Group(prefix, s.authenticate, s.checkParams)
-		g.GET("/audit/events", s.listAuditEvents, read)
+		g.GET("/audit/events", s.listAuditEvents, read, s.listing)
 		g.GET("/audit/export", s.exportAuditEvents, read, s.long)
 		g.GET("/audit/verify", s.verifyAudit, read, s.long)
 	}
@@ -166,7 +166,7 @@ func (s *Server) exportAuditEvents(c echo.Context) error {
 		format = "csv"
 	}
 	if format != "csv" && format != "json" {
-		return catalog.Invalid("invalid-format", "format", "format must be csv or json, got %q", format)
+		return catalog.Invalid("invalid-format", "format", "format must be csv or json, got %q", catalog.Clip(format))
 	}
 	p := auditParams(c)
 	// An export has no pages: limit and start, which the next links carry, do not apply.
