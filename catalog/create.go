@@ -74,6 +74,9 @@ func parseName(raw any) (string, error) {
 	if name == "" || len(name) > MaxNameLength || !utf8.ValidString(name) {
 		return "", Invalid("invalid-field", "name", "name must be 1 to %d bytes of UTF-8 text", MaxNameLength)
 	}
+	if err := CheckPlainText("name", name, OneLine); err != nil {
+		return "", err
+	}
 	return name, nil
 }
 

@@ -312,6 +312,9 @@ func parseExpirationText(raw any, field string, maxLen int, emptyOK bool) (strin
 	if (!emptyOK && strings.TrimSpace(s) == "") || len(s) > maxLen || !utf8.ValidString(s) {
 		return "", Invalid("invalid-field", field, "%s must be 1 to %d bytes of UTF-8 text", field, maxLen)
 	}
+	if err := CheckPlainText(field, s, TextLines(field == "description")); err != nil {
+		return "", err
+	}
 	return s, nil
 }
 

@@ -113,6 +113,9 @@ func (p *Patch) parseDescription(value any) error {
 		if len(v) > MaxDescriptionLength {
 			return Invalid("invalid-field", "description", "description must be at most %d bytes", MaxDescriptionLength)
 		}
+		if err := CheckPlainText("description", v, MultiLine); err != nil {
+			return err
+		}
 		p.Description = &v
 		return nil
 	}
@@ -140,6 +143,9 @@ func ParseTags(value any) (map[string][]string, error) {
 		if name == "" || len(name) > 256 {
 			return nil, Invalid("invalid-field", "tags", "a tag name must be 1 to 256 bytes long")
 		}
+		if err := CheckPlainText(childPath("tags", name), name, OneLine); err != nil {
+			return nil, err
+		}
 		if raw == nil {
 			tags[name] = nil
 			continue
@@ -153,6 +159,9 @@ func ParseTags(value any) (map[string][]string, error) {
 			s, ok := item.(string)
 			if !ok {
 				return nil, Invalid("invalid-type", fmt.Sprintf("%s[%d]", field, i), "tag values must be strings, got %s", jsonType(item))
+			}
+			if err := CheckPlainText(fmt.Sprintf("%s[%d]", field, i), s, OneLine); err != nil {
+				return nil, err
 			}
 			values = append(values, s)
 		}
