@@ -196,7 +196,7 @@ func TestHoldWaitsOnlyForRemovalsOfItsDataset(t *testing.T) {
 		default:
 			if slices.Contains(waitersOn(t, b), "advisory") {
 				require.NoError(t, chain.Rollback(ctx))
-				<-placed
+				require.NoError(t, <-placed)
 				require.NoError(t, <-deleted)
 				t.Fatal("another org's delete by _id waited for the attacker's hold")
 			}

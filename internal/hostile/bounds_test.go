@@ -129,7 +129,7 @@ func TestListingFiltersAreBounded(t *testing.T) {
 	for status := range attackStatuses {
 		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, status, "the attacker's listings: %v", attackStatuses)
 	}
-	require.LessOrEqual(t, attacked, 3*control+5*time.Millisecond, "the victim's reads beside the attack against beside plain listings")
+	require.LessOrEqual(t, attacked, 3*control, "the victim's reads beside the attack against beside plain listings")
 	require.True(t, svc.ready())
 }
 
