@@ -145,14 +145,14 @@ func ParseQuery(p Params) (Query, error) {
 	if p.Limit != "" {
 		n, err := strconv.Atoi(p.Limit)
 		if err != nil || n < 1 || n > MaxLimit {
-			return Query{}, catalog.Invalid("invalid-limit", "limit", "limit must be an integer from 1 to %d, got %q", MaxLimit, p.Limit)
+			return Query{}, catalog.Invalid("invalid-limit", "limit", "limit must be an integer from 1 to %d, got %q", MaxLimit, catalog.Clip(p.Limit))
 		}
 		q.Limit = n
 	}
 	if p.Start != "" {
 		n, err := strconv.Atoi(p.Start)
 		if err != nil || n < 0 {
-			return Query{}, catalog.Invalid("invalid-start", "start", "start must be an integer of 0 or more, got %q", p.Start)
+			return Query{}, catalog.Invalid("invalid-start", "start", "start must be an integer of 0 or more, got %q", catalog.Clip(p.Start))
 		}
 		q.Start = n
 	}
@@ -179,32 +179,32 @@ func ParseFilter(term string) (Filter, error) {
 	}
 	if name == "" || op == "" {
 		return Filter{}, catalog.Invalid("invalid-filter", "property",
-			"property %q is not a filter: write FIELD==VALUE, FIELD!=VALUE, or timestamp>TIME / timestamp<TIME (also >=, <=), with commas between values that may each match", term)
+			"property %q is not a filter: write FIELD==VALUE, FIELD!=VALUE, or timestamp>TIME / timestamp<TIME (also >=, <=), with commas between values that may each match", catalog.Clip(term))
 	}
 	f := Filter{Field: Field(name), Op: op}
 	if !slices.Contains(filterable, f.Field) {
 		return Filter{}, catalog.Invalid("unknown-filter-field", "property",
-			"property %q filters on %q, which the Audit Query API does not offer; filter on one of %s", term, name, fieldList(filterable))
+			"property %q filters on %q, which the Audit Query API does not offer; filter on one of %s", catalog.Clip(term), catalog.Clip(name), fieldList(filterable))
 	}
 	value := strings.TrimPrefix(rest, string(op))
 	if value == "" {
-		return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q has no value after %s", term, op)
+		return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q has no value after %s", catalog.Clip(term), op)
 	}
 	ordering := op != OpEq && op != OpNe
 	if ordering && f.Field != FieldTimestamp {
 		return Filter{}, catalog.Invalid("invalid-filter", "property",
-			"property %q compares %s with %s, but only timestamp takes >, <, >= and <=; use == or !=", term, name, op)
+			"property %q compares %s with %s, but only timestamp takes >, <, >= and <=; use == or !=", catalog.Clip(term), catalog.Clip(name), op)
 	}
 	for _, v := range strings.Split(value, ",") {
 		v = strings.TrimSpace(v)
 		if v == "" {
-			return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q has an empty value in its comma-separated list", term)
+			return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q has an empty value in its comma-separated list", catalog.Clip(term))
 		}
 		f.Values = append(f.Values, v)
 	}
 	if ordering && len(f.Values) > 1 {
 		return Filter{}, catalog.Invalid("invalid-filter", "property",
-			"property %q gives %s several values; a range is two terms, such as timestamp>A and timestamp<B", term, op)
+			"property %q gives %s several values; a range is two terms, such as timestamp>A and timestamp<B", catalog.Clip(term), op)
 	}
 	switch f.Field {
 	case FieldTimestamp:
@@ -212,14 +212,14 @@ func ParseFilter(term string) (Filter, error) {
 			t, err := parseTime(v)
 			if err != nil {
 				return Filter{}, catalog.Invalid("invalid-filter", "property",
-					"property %q: %q is not an RFC 3339 time such as 2025-01-31T00:00:00Z", term, v)
+					"property %q: %q is not an RFC 3339 time such as 2025-01-31T00:00:00Z", catalog.Clip(term), catalog.Clip(v))
 			}
 			f.Times = append(f.Times, t)
 		}
 	case FieldType:
 		for _, v := range f.Values {
 			if !strings.EqualFold(v, "core") && !strings.EqualFold(v, "enhanced") {
-				return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q: type is core or enhanced, got %q", term, v)
+				return Filter{}, catalog.Invalid("invalid-filter", "property", "property %q: type is core or enhanced, got %q", catalog.Clip(term), catalog.Clip(v))
 			}
 		}
 	}
@@ -235,7 +235,7 @@ func parseTime(v string) (time.Time, error) {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("not a time: %q", v)
+	return time.Time{}, fmt.Errorf("not a time: %q", catalog.Clip(v))
 }
 
 // TimestampLayout is how events show their time, as Adobe's do: milliseconds and a numeric zone, in UTC.
@@ -264,10 +264,10 @@ func ParseOrderBy(s string) ([]Order, error) {
 		o.Field = Field(key)
 		if !slices.Contains(orderable, o.Field) {
 			return nil, catalog.Invalid("invalid-order-by", "orderBy",
-				"orderBy %q: %q is not a field to order by; use one of %s, each optionally prefixed with + or -", s, key, fieldList(orderable))
+				"orderBy %q: %q is not a field to order by; use one of %s, each optionally prefixed with + or -", catalog.Clip(s), catalog.Clip(key), fieldList(orderable))
 		}
 		if slices.ContainsFunc(out, func(p Order) bool { return p.Field == o.Field }) {
-			return nil, catalog.Invalid("invalid-order-by", "orderBy", "orderBy %q names %s twice", s, key)
+			return nil, catalog.Invalid("invalid-order-by", "orderBy", "orderBy %q names %s twice", catalog.Clip(s), catalog.Clip(key))
 		}
 		out = append(out, o)
 	}
@@ -312,7 +312,7 @@ func (q Query) Encode(start bool) string {
 }
 
 func decodeQueryID(id string) (Params, error) {
-	bad := catalog.Invalid("invalid-query-id", "queryId", "queryId %q is not one this service issued", id)
+	bad := catalog.Invalid("invalid-query-id", "queryId", "queryId %q is not one this service issued", catalog.Clip(id))
 	raw, err := base64.RawURLEncoding.DecodeString(id)
 	if err != nil {
 		return Params{}, bad

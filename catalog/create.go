@@ -28,7 +28,7 @@ func ParseCreate(body map[string]any) (DatasetCreate, error) {
 			if _, ok := serviceOwned[key]; ok {
 				return create, Invalid("read-only-field", key, "%s is set by the service and cannot be sent when creating a dataset", key)
 			}
-			return create, Invalid("unknown-field", key, "%s is not a field of a new dataset; accepted fields are %v", key, createFields)
+			return create, Invalid("unknown-field", Clip(key), "%s is not a field of a new dataset; accepted fields are %v", Clip(key), createFields)
 		}
 	}
 	name, err := parseName(body["name"])
@@ -77,6 +77,9 @@ func parseName(raw any) (string, error) {
 	if name == "" || len(name) > MaxNameLength || !utf8.ValidString(name) {
 		return "", Invalid("invalid-field", "name", "name must be 1 to %d bytes of UTF-8 text", MaxNameLength)
 	}
+	if err := CheckPlainText("name", name, OneLine); err != nil {
+		return "", err
+	}
 	return name, nil
 }
 
@@ -119,7 +122,7 @@ func parseClassification(raw any) (Classification, error) {
 			}
 			c.ManagedBy = ManagedBy(s)
 		default:
-			return c, Invalid("unknown-field", "classification."+key, "classification.%s is not a classification field; use dataBehavior and managedBy", key)
+			return c, Invalid("unknown-field", "classification."+Clip(key), "classification.%s is not a classification field; use dataBehavior and managedBy", Clip(key))
 		}
 	}
 	return c, nil

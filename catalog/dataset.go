@@ -189,7 +189,7 @@ var datasetIDPattern = regexp.MustCompile(`^[0-9a-f]{24}$`)
 // ValidateDatasetID returns an EINVALID error unless id is 24 lowercase hexadecimal characters.
 func ValidateDatasetID(id string) error {
 	if !datasetIDPattern.MatchString(id) {
-		return Invalid("invalid-dataset-id", "id", "dataset id %q must be 24 lowercase hexadecimal characters", id)
+		return Invalid("invalid-dataset-id", "id", "dataset id %q must be 24 lowercase hexadecimal characters", Clip(id))
 	}
 	return nil
 }

@@ -311,7 +311,7 @@ func ParseExpirationUpdate(body map[string]any) (ExpirationUpdate, error) {
 func onlyFields(body map[string]any, fields []string, what string) error {
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(fields, key) {
-			return Invalid("unknown-field", key, "%s is not a field of %s; accepted fields are %v", Clip(key), what, fields)
+			return Invalid("unknown-field", Clip(key), "%s is not a field of %s; accepted fields are %v", Clip(key), what, fields)
 		}
 	}
 	return nil
@@ -327,6 +327,9 @@ func parseExpirationText(raw any, field string, maxLen int, emptyOK bool) (strin
 	}
 	if (!emptyOK && strings.TrimSpace(s) == "") || len(s) > maxLen || !utf8.ValidString(s) {
 		return "", Invalid("invalid-field", field, "%s must be 1 to %d bytes of UTF-8 text", field, maxLen)
+	}
+	if err := CheckPlainText(field, s, TextLines(field == "description")); err != nil {
+		return "", err
 	}
 	return s, nil
 }

@@ -46,19 +46,19 @@ func ParseHoldCreate(body map[string]any) (HoldCreate, error) {
 	var h HoldCreate
 	for _, key := range slices.Sorted(maps.Keys(body)) {
 		if !slices.Contains(holdFields, key) {
-			return h, Invalid("unknown-field", key, "%s is not a field of a hold; accepted fields are %v", key, holdFields)
+			return h, Invalid("unknown-field", Clip(key), "%s is not a field of a hold; accepted fields are %v", Clip(key), holdFields)
 		}
 	}
 	if body["reason"] == nil {
 		return h, Invalid("missing-field", "reason", "reason is required: say why deletion must stop")
 	}
-	reason, err := holdText("reason", body["reason"], MaxHoldReasonLength)
+	reason, err := holdText("reason", body["reason"], MaxHoldReasonLength, MultiLine)
 	if err != nil {
 		return h, err
 	}
 	h.Reason = reason
 	if raw, ok := body["reference"]; ok && raw != nil {
-		ref, err := holdText("reference", raw, MaxHoldReferenceLength)
+		ref, err := holdText("reference", raw, MaxHoldReferenceLength, OneLine)
 		if err != nil {
 			return h, err
 		}
@@ -68,8 +68,8 @@ func ParseHoldCreate(body map[string]any) (HoldCreate, error) {
 }
 
 // holdText checks one text field of a hold: a string of 1 to max characters, with no NUL or control character
-// that would garble a log or an export.
-func holdText(field string, raw any, maxLen int) (string, error) {
+// that would garble a log, an export or a terminal (CheckPlainText; lines says whether tab and line feed pass).
+func holdText(field string, raw any, maxLen int, lines TextLines) (string, error) {
 	s, ok := raw.(string)
 	if !ok {
 		return "", Invalid("invalid-type", field, "%s must be a string, got %s", field, jsonType(raw))
@@ -80,6 +80,9 @@ func holdText(field string, raw any, maxLen int) (string, error) {
 	if n := utf8.RuneCountInString(s); n == 0 || n > maxLen {
 		return "", Invalid("invalid-field", field, "%s must be 1 to %d characters, got %d", field, maxLen, n)
 	}
+	if err := CheckPlainText(field, s, lines); err != nil {
+		return "", err
+	}
 	return s, nil
 }
 
@@ -87,7 +90,7 @@ func holdText(field string, raw any, maxLen int) (string, error) {
 // characters, as dataset ids.
 func ValidateHoldID(id string) error {
 	if !datasetIDPattern.MatchString(id) {
-		return Invalid("invalid-hold-id", "holdId", "hold id %q must be 24 lowercase hexadecimal characters", id)
+		return Invalid("invalid-hold-id", "holdId", "hold id %q must be 24 lowercase hexadecimal characters", Clip(id))
 	}
 	return nil
 }

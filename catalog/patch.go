@@ -92,7 +92,7 @@ func refuseField(method, key string, value any, writable string) error {
 	if why, ok := serviceOwned[key]; ok {
 		return Invalid("read-only-field", key, "%s may not be set by %s: %s", key, method, why)
 	}
-	return Invalid("unknown-field", key, "%s is not a dataset field that %s can set; writable fields are %s", key, method, writable)
+	return Invalid("unknown-field", Clip(key), "%s is not a dataset field that %s can set; writable fields are %s", Clip(key), method, writable)
 }
 
 func readOnlyClassification(method string, value any) error {
@@ -112,6 +112,9 @@ func (p *Patch) parseDescription(value any) error {
 	case string:
 		if len(v) > MaxDescriptionLength {
 			return Invalid("invalid-field", "description", "description must be at most %d bytes", MaxDescriptionLength)
+		}
+		if err := CheckPlainText("description", v, MultiLine); err != nil {
+			return err
 		}
 		p.Description = &v
 		return nil
@@ -164,6 +167,9 @@ func ParseTags(value any) (map[string][]string, error) {
 		if name == "" || len(name) > 256 {
 			return nil, Invalid("invalid-field", "tags", "a tag name must be 1 to 256 bytes long")
 		}
+		if err := CheckPlainText(childPath("tags", name), name, OneLine); err != nil {
+			return nil, err
+		}
 		if raw == nil {
 			tags[name] = nil
 			continue
@@ -177,6 +183,9 @@ func ParseTags(value any) (map[string][]string, error) {
 			s, ok := item.(string)
 			if !ok {
 				return nil, Invalid("invalid-type", fmt.Sprintf("%s[%d]", field, i), "tag values must be strings, got %s", jsonType(item))
+			}
+			if err := CheckPlainText(fmt.Sprintf("%s[%d]", field, i), s, OneLine); err != nil {
+				return nil, err
 			}
 			values = append(values, s)
 		}
@@ -251,7 +260,7 @@ func (p *Patch) parseRowExpiration(store Store, value any) error {
 		case slices.Contains(rowExpirationOwned, key):
 			return Invalid("read-only-field", field+"."+key, "%s.%s may not be set by PATCH: it is set by the service", field, key)
 		default:
-			return Invalid("unknown-field", field+"."+key, "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, key)
+			return Invalid("unknown-field", field+"."+Clip(key), "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, Clip(key))
 		}
 	}
 	raw, ok := obj["ttlValue"]

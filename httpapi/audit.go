@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -29,7 +30,7 @@ func (s *Server) registerAudit(e *echo.Echo) {
 	read := requireScope(catalog.ScopeAuditRead)
 	for _, prefix := range []string{"", auditPrefix} {
 		g := e.Group(prefix, s.authenticate, s.checkParams)
-		g.GET("/audit/events", s.listAuditEvents, read)
+		g.GET("/audit/events", s.listAuditEvents, read, s.listing)
 		g.GET("/audit/export", s.exportAuditEvents, read, s.long)
 		g.GET("/audit/verify", s.verifyAudit, read, s.long)
 	}
@@ -166,7 +167,7 @@ func (s *Server) exportAuditEvents(c echo.Context) error {
 		format = "csv"
 	}
 	if format != "csv" && format != "json" {
-		return catalog.Invalid("invalid-format", "format", "format must be csv or json, got %q", format)
+		return catalog.Invalid("invalid-format", "format", "format must be csv or json, got %q", catalog.Clip(format))
 	}
 	p := auditParams(c)
 	// An export has no pages: limit and start, which the next links carry, do not apply.
@@ -266,11 +267,11 @@ func (w *exportWriter) write(ev *audit.Event) error {
 		if err != nil {
 			return err
 		}
-		err = w.csv.Write([]string{
+		err = w.csv.Write(csvCells(
 			doc.ID, doc.Timestamp, doc.ImsOrgID, doc.SandboxName, doc.RequestID, doc.AssetType, doc.AssetID, doc.AssetName,
 			doc.Action, doc.Status, doc.UserEmail, doc.ClientID, string(details), strconv.FormatInt(doc.Chain.Seq, 10),
 			doc.Chain.PrevHash, doc.Chain.Hash,
-		})
+		))
 		if err != nil {
 			return err
 		}
@@ -287,6 +288,19 @@ func (w *exportWriter) write(ev *audit.Event) error {
 	}
 	_, err = w.out.Write(raw)
 	return err
+}
+
+// csvCells are the cells of one CSV record, each neutralised as OWASP recommends against CSV injection: a cell
+// that starts with =, +, -, @, a tab or a carriage return is written after a single quote, so that a spreadsheet
+// opening the export shows it as text instead of running it as a formula (=1+2 from a client's X-Request-ID,
+// @SUM(1+1)*cmd|' /C calc'!A0 from a dataset's name). The JSON export carries the values unchanged.
+func csvCells(cells ...string) []string {
+	for i, c := range cells {
+		if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+			cells[i] = "'" + c
+		}
+	}
+	return cells
 }
 
 func (w *exportWriter) close() error {

@@ -160,7 +160,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if !sandboxPattern.MatchString(sandbox) {
 			return catalog.Invalid("invalid-sandbox", "x-sandbox-name",
-				"x-sandbox-name %q must be the all-lowercase name of a sandbox: letters, digits and dashes, at most 63", sandbox)
+				"x-sandbox-name %q must be the all-lowercase name of a sandbox: letters, digits and dashes, at most 63", catalog.Clip(sandbox))
 		}
 		c.Set(callerKey, &catalog.Caller{
 			User: claims.Subject, ClientID: claims.ClientID, Org: org, Sandbox: sandbox,

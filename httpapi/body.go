@@ -30,7 +30,7 @@ func requireJSON(c echo.Context) error {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || mt != echo.MIMEApplicationJSON {
 		return &catalog.Error{Code: catalog.EUNSUPPORTED, Type: "unsupported-content-type", Field: "Content-Type",
-			Message: fmt.Sprintf("%s: %q is not accepted here; send Content-Type: application/json", errContentType, ct)}
+			Message: fmt.Sprintf("%s: %q is not accepted here; send Content-Type: application/json", errContentType, catalog.Clip(ct))}
 	}
 	return nil
 }

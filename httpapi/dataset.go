@@ -104,12 +104,12 @@ func parseDatasetFilter(c echo.Context) (catalog.DatasetFilter, error) {
 	var err error
 	if v := c.QueryParam("limit"); v != "" {
 		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 1 || f.Limit > maxListLimit {
-			return f, catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxListLimit, v)
+			return f, catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxListLimit, catalog.Clip(v))
 		}
 	}
 	if v := c.QueryParam("start"); v != "" {
 		if f.Offset, err = strconv.Atoi(v); err != nil || f.Offset < 0 {
-			return f, catalog.Invalid("invalid-parameter", "start", "start must be a whole number of at least 0, got %q", v)
+			return f, catalog.Invalid("invalid-parameter", "start", "start must be a whole number of at least 0, got %q", catalog.Clip(v))
 		}
 	}
 	if f.OrderBy, err = parseOrderBy(c.QueryParam("orderBy")); err != nil {
@@ -170,7 +170,7 @@ func parsePropertyFilter(terms []string, f *catalog.DatasetFilter) error {
 			if err := catalog.CheckText("property", term); err != nil {
 				return err
 			}
-			return catalog.Invalid("invalid-parameter", "property", "property filter %q is not supported; use %s", term, propertyFilters)
+			return catalog.Invalid("invalid-parameter", "property", "property filter %q is not supported; use %s", catalog.Clip(term), propertyFilters)
 		}
 		if f.Held != nil && *f.Held != held {
 			return catalog.Invalid("invalid-parameter", "property", "property filters %s and %s exclude each other", propertyHeld, propertyNotHeld)
@@ -212,7 +212,7 @@ func parseOrderBy(v string) ([]catalog.Order, error) {
 					"extensions.adobe_unifiedProfile.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.lastCompleted, "+
 					"extensions.adobe_lakeHouse.rowExpiration.nextRun, "+
 					"extensions.adobe_lakeHouse.metrics.rowCount or extensions.adobe_lakeHouse.metrics.storageSize, "+
-					"optionally prefixed asc: or desc:", o.Field)
+					"optionally prefixed asc: or desc:", catalog.Clip(o.Field))
 		}
 		out = append(out, o)
 	}
@@ -238,7 +238,7 @@ func parseTagFilter(v string) ([]catalog.TagFilter, error) {
 		name, value, ok := strings.Cut(item, ":")
 		if !ok || name == "" || value == "" {
 			return nil, catalog.Invalid("invalid-parameter", "tags",
-				"tags filter %q must be name:value (value may be * or contain * as a wildcard)", item)
+				"tags filter %q must be name:value (value may be * or contain * as a wildcard)", catalog.Clip(item))
 		}
 		out = append(out, catalog.TagFilter{Name: name, Value: value})
 	}

@@ -19,7 +19,7 @@ const hygieneTimeLayout = "2006-01-02T15:04:05.000Z"
 
 func (s *Server) hygieneRoutes(g *echo.Group) {
 	read, manage := requireScope(catalog.ScopeDatasetsRead), requireScope(catalog.ScopeDatasetsManage)
-	g.GET("/ttl", s.listExpirations, read)
+	g.GET("/ttl", s.listExpirations, read, s.listing)
 	g.POST("/ttl", s.createExpiration, manage)
 	g.GET("/ttl/:ID", s.getExpiration, read)
 	g.PUT("/ttl/:ID", s.updateExpiration, manage)

@@ -122,7 +122,7 @@ func rowsContentType(c echo.Context) (catalog.EventFormat, error) {
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != mimeNDJSON && mt != echo.MIMEApplicationJSON) {
 		return 0, &catalog.Error{Code: catalog.EUNSUPPORTED, Type: "unsupported-content-type", Field: "Content-Type",
-			Message: fmt.Sprintf("%s: rows are sent as application/x-ndjson (one event per line) or application/json (an array of events), got %q", errContentType, ct)}
+			Message: fmt.Sprintf("%s: rows are sent as application/x-ndjson (one event per line) or application/json (an array of events), got %q", errContentType, catalog.Clip(ct))}
 	}
 	if mt == mimeNDJSON {
 		return catalog.NDJSON, nil
@@ -203,13 +203,13 @@ func parseRowFilter(c echo.Context) (catalog.RowFilter, error) {
 	if v := c.QueryParam("store"); v != "" {
 		f.Store = catalog.Store(v)
 		if !f.Store.Valid() {
-			return f, catalog.Invalid("invalid-parameter", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile, got %q", v)
+			return f, catalog.Invalid("invalid-parameter", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile, got %q", catalog.Clip(v))
 		}
 	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxRowLimit {
-			return f, catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxRowLimit, v)
+			return f, catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxRowLimit, catalog.Clip(v))
 		}
 		f.Limit = n
 	}
@@ -223,14 +223,14 @@ func parseRowFilter(c echo.Context) (catalog.RowFilter, error) {
 		}
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return f, catalog.Invalid("invalid-parameter", p.name, "%s must be an RFC 3339 time such as 2026-01-31T00:00:00Z, got %q", p.name, v)
+			return f, catalog.Invalid("invalid-parameter", p.name, "%s must be an RFC 3339 time such as 2026-01-31T00:00:00Z, got %q", p.name, catalog.Clip(v))
 		}
 		*p.dst = &t
 	}
 	if v := c.QueryParam("includeExpired"); v != "" {
 		include := v == "true"
 		if !include && v != "false" {
-			return f, catalog.Invalid("invalid-parameter", "includeExpired", "includeExpired must be true or false, got %q", v)
+			return f, catalog.Invalid("invalid-parameter", "includeExpired", "includeExpired must be true or false, got %q", catalog.Clip(v))
 		}
 		if include && !caller(c).HasScope(catalog.ScopeRetentionHold) {
 			return f, &catalog.Error{Code: catalog.EFORBIDDEN, Type: "missing-scope", Field: "includeExpired",
@@ -241,7 +241,7 @@ func parseRowFilter(c echo.Context) (catalog.RowFilter, error) {
 	if v := c.QueryParam("cursor"); v != "" {
 		cur, err := decodeCursor(v)
 		if err != nil {
-			return f, catalog.Invalid("invalid-parameter", "cursor", "cursor %q is not one this service issued; take it from _links.next.href", v)
+			return f, catalog.Invalid("invalid-parameter", "cursor", "cursor %q is not one this service issued; take it from _links.next.href", catalog.Clip(v))
 		}
 		f.After = &cur
 	}

@@ -79,14 +79,14 @@ func (s *Server) listRuns(c echo.Context) error {
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
-			return catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxListLimit, v)
+			return catalog.Invalid("invalid-parameter", "limit", "limit must be an integer from 1 to %d, got %q", maxListLimit, catalog.Clip(v))
 		}
 		f.Limit = n
 	}
 	if v := c.QueryParam("start"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return catalog.Invalid("invalid-parameter", "start", "start must be a whole number of at least 0, got %q", v)
+			return catalog.Invalid("invalid-parameter", "start", "start must be a whole number of at least 0, got %q", catalog.Clip(v))
 		}
 		f.Offset = n
 	}

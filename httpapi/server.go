@@ -85,6 +85,7 @@ type Server struct {
 	readTimeout    time.Duration
 	writeTimeout   time.Duration
 	longRequests   *orgLimiter
+	listings       *orgLimiter // an org's listings in flight, as many as its long requests
 }
 
 // New returns a Server with every route registered.
@@ -94,6 +95,7 @@ func New(cfg Config) *Server {
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
+		listings:     newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -123,7 +125,7 @@ func New(cfg Config) *Server {
 func (s *Server) routes(g *echo.Group) {
 	read, manage := requireScope(catalog.ScopeDatasetsRead), requireScope(catalog.ScopeDatasetsManage)
 	for _, name := range []string{"dataSets", "datasets"} {
-		g.GET("/"+name, s.listDatasets, read)
+		g.GET("/"+name, s.listDatasets, read, s.listing)
 		g.POST("/"+name, s.createDataset, manage)
 		g.GET("/"+name+"/:id", s.getDataset, read)
 		g.DELETE("/"+name+"/:id", s.deleteDataset, manage)

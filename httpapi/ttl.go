@@ -104,7 +104,7 @@ func (s *Server) previewTTL(c echo.Context) error {
 	store := catalog.LakeHouse
 	if v := c.QueryParam("store"); v != "" {
 		if store = catalog.Store(v); !store.Valid() {
-			return catalog.Invalid("invalid-parameter", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile, got %q", v)
+			return catalog.Invalid("invalid-parameter", "store", "store must be adobe_lakeHouse or adobe_unifiedProfile, got %q", catalog.Clip(v))
 		}
 	}
 	var ttl *retention.Period

@@ -3,9 +3,12 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -209,4 +212,108 @@ func TestHeldVersionsLeaveAfterReleaseAndExpiry(t *testing.T) {
 	require.Equal(t, int64(2), b.ledgerOf(t, expired, id))
 	require.Zero(t, b.rowsOf(t, id))
 	b.requireCountersExact(t)
+}
+
+// waitersOn lists the wait events ("advisory", "transactionid", …) of the database's backends waiting for a lock
+// now, other than the caller's own.
+func waitersOn(t *testing.T, b *sweepBundle) []string {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `SELECT wait_event FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() ORDER BY wait_event`)
+	require.NoError(t, err)
+	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return events
+}
+
+// Issue 28, finding 7: PlaceHold took one advisory lock of every org exclusive and kept it while it waited for its
+// own org's audit chain, and every delete by _id of every org took it shared: one org's hold churn took another
+// org's deletes from 3 to 47 ms. A hold now serializes with the deletes of its own dataset only. Shown without a
+// clock: a hold is stopped mid-transaction (its org's chain row is locked here), and another org's delete by _id
+// must end meanwhile, never waiting on an advisory lock; the hold still waits for a delete of its own dataset in
+// flight.
+func TestHoldWaitsOnlyForRemovalsOfItsDataset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSweep(t)
+	held := b.newDataset(t, "held")
+	b.ingestLines(t, held, `{"timestamp":"2024-12-30T00:00:00Z","_id":"evidence"}`)
+	victim := &catalog.Caller{User: "v", ClientID: "v", Org: "VICTIM@AdobeOrg", Sandbox: "prod", RequestID: "r"}
+	ds, err := b.datasets.CreateDataset(ctx, victim, catalog.DatasetCreate{Name: "victim",
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	res, err := ingest(ctx, b.rows, victim, ds.ID, rawEvents(`{"timestamp":"2024-12-30T00:00:00Z","_id":"v1"}`), catalog.IngestOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Accepted, "%v", res.Errors)
+
+	// The attacker's org chain is locked, so its hold stops where it writes its audit event, all its locks taken.
+	chain, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = chain.Rollback(ctx) }()
+	_, err = chain.Exec(ctx, `SELECT 1 FROM audit_chains WHERE org_id = $1 FOR UPDATE`, b.caller.Org)
+	require.NoError(t, err)
+	placed := make(chan error, 1)
+	go func() {
+		_, err := b.datasets.PlaceHold(ctx, b.caller, held, catalog.HoldCreate{Reason: "litigation"})
+		placed <- err
+	}()
+	for w := waitersOn(t, b); !slices.Contains(w, "transactionid") && !slices.Contains(w, "tuple"); w = waitersOn(t, b) {
+		runtime.Gosched() // the hold has not reached the chain yet
+	}
+
+	deleted := make(chan error, 1)
+	go func() { deleted <- b.rows.DeleteRow(ctx, victim, ds.ID, "v1") }()
+	for done := false; !done; {
+		select {
+		case err := <-deleted:
+			require.NoError(t, err, "the victim's delete")
+			done = true
+		default:
+			if slices.Contains(waitersOn(t, b), "advisory") {
+				require.NoError(t, chain.Rollback(ctx))
+				require.NoError(t, <-placed)
+				require.NoError(t, <-deleted)
+				t.Fatal("another org's delete by _id waited for the attacker's hold")
+			}
+			runtime.Gosched()
+		}
+	}
+	select {
+	case err := <-placed:
+		t.Fatalf("the hold ended while its org's chain was locked: %v", err)
+	default:
+	}
+	require.NoError(t, chain.Rollback(ctx))
+	require.NoError(t, <-placed)
+	require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(b.rows.DeleteRow(ctx, b.caller, held, "evidence")))
+}
+
+// A hold still answers only once the deletes by _id in flight on its dataset have committed: a delete holding the
+// dataset's hold lock shared (as DeleteRow does) keeps the hold waiting on it, and the hold then sees the row gone.
+func TestHoldWaitsForADeleteOfItsDatasetInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupSweep(t)
+	id := b.newDataset(t, "held")
+	b.ingestLines(t, id, `{"timestamp":"2024-12-30T00:00:00Z","_id":"evidence"}`)
+	removal, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = removal.Rollback(ctx) }()
+	_, err = removal.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(hashtextextended('hold:' || $1, 0))`, id)
+	require.NoError(t, err)
+	placed := make(chan error, 1)
+	go func() {
+		_, err := b.datasets.PlaceHold(ctx, b.caller, id, catalog.HoldCreate{Reason: "litigation"})
+		placed <- err
+	}()
+	for !slices.Contains(waitersOn(t, b), "advisory") {
+		select {
+		case err := <-placed:
+			t.Fatalf("the hold answered while a removal of its dataset was in flight: %v", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	require.NoError(t, removal.Commit(ctx))
+	require.NoError(t, <-placed)
 }

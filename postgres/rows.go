@@ -846,7 +846,7 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 		if _, err := tx.Exec(ctx, datasetLockSQL, datasetID); err != nil {
 			return err
 		}
-		if err := lockHoldsShared(ctx, tx); err != nil {
+		if err := lockDatasetHoldShared(ctx, tx, datasetID); err != nil {
 			return err
 		}
 		if err := refuseIfHeld(ctx, tx, datasetID, "deleting its rows"); err != nil {

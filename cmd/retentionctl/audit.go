@@ -163,7 +163,7 @@ func auditList(ctx context.Context, client *apiClient, f *auditFlags, limit, sta
 		if events == nil {
 			events = []json.RawMessage{}
 		}
-		return json.NewEncoder(out).Encode(events)
+		return writeJSON(out, events)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tACTION\tASSET TYPE\tASSET ID\tASSET NAME\tUSER\tSTATUS\tREQUEST\tSEQ")
@@ -172,8 +172,9 @@ func auditList(ctx context.Context, client *apiClient, f *auditFlags, limit, sta
 		if err := json.Unmarshal(raw, &ev); err != nil {
 			return fmt.Errorf("read event: %w", err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", ev.Timestamp, ev.Action, ev.AssetType, ev.AssetID,
-			ev.AssetName, ev.User, ev.Status, ev.RequestID, ev.Chain.Seq)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", termSafe(ev.Timestamp), termSafe(ev.Action),
+			termSafe(ev.AssetType), termSafe(ev.AssetID), termSafe(ev.AssetName), termSafe(ev.User), termSafe(ev.Status),
+			termSafe(ev.RequestID), ev.Chain.Seq)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -289,17 +290,17 @@ func auditVerify(ctx context.Context, client *apiClient, asJSON bool, out io.Wri
 	}
 	switch {
 	case asJSON:
-		fmt.Fprintln(out, strings.TrimSpace(string(raw)))
+		fmt.Fprintln(out, termSafeJSON(strings.TrimSpace(string(raw))))
 	case v.Valid:
 		fmt.Fprintf(out, "audit chain of %s: valid, %d event(s) verified (seq %d to %d), head %s\n",
-			v.ImsOrgID, v.Events, v.Anchor.Seq+1, v.Head.Seq, v.Head.Hash)
+			termSafe(v.ImsOrgID), v.Events, v.Anchor.Seq+1, v.Head.Seq, termSafe(v.Head.Hash))
 	default:
 		b := v.FirstBroken
-		fmt.Fprintf(out, "audit chain of %s: BROKEN at seq %d", v.ImsOrgID, b.Seq)
+		fmt.Fprintf(out, "audit chain of %s: BROKEN at seq %d", termSafe(v.ImsOrgID), b.Seq)
 		if b.ID != "" {
-			fmt.Fprintf(out, " (event %s in %s at %s)", b.ID, b.Sandbox, b.Timestamp)
+			fmt.Fprintf(out, " (event %s in %s at %s)", termSafe(b.ID), termSafe(b.Sandbox), termSafe(b.Timestamp))
 		}
-		fmt.Fprintf(out, ": %s: %s; %d event(s) walked\n", b.Reason, b.Detail, v.Events)
+		fmt.Fprintf(out, ": %s: %s; %d event(s) walked\n", termSafe(b.Reason), termSafe(b.Detail), v.Events)
 	}
 	if !v.Valid {
 		return errChainBroken

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -91,13 +90,13 @@ func runExpirations(ctx context.Context, args []string, env getenv, out io.Write
 
 func printExpirations(out io.Writer, list []expiration, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(out).Encode(list)
+		return writeJSON(out, list)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXPIRY\tDATASET\tNAME\tUPDATED BY\tREASON")
 	for _, e := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\n", e.TTLID, e.Status, e.Expiry, e.DatasetName, e.DatasetID,
-			e.DisplayName, e.UpdatedBy, e.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s (%s)\t%s\t%s\t%s\n", termSafe(e.TTLID), termSafe(e.Status), termSafe(e.Expiry),
+			termSafe(e.DatasetName), termSafe(e.DatasetID), termSafe(e.DisplayName), termSafe(e.UpdatedBy), termSafe(e.Reason))
 	}
 	return tw.Flush()
 }

@@ -88,9 +88,9 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 	if resp.StatusCode >= 300 {
 		var p httpapi.Problem
 		if json.Unmarshal(raw, &p) == nil && p.Detail != "" {
-			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, p.Detail)
+			return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, termSafe(p.Detail))
 		}
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(raw)))
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, termSafe(strings.TrimSpace(string(raw))))
 	}
 	return json.Unmarshal(raw, out)
 }
@@ -162,7 +162,7 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(out).Encode(page.Embedded.Runs)
+		return writeJSON(out, page.Embedded.Runs)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tTRIGGER\tSTORE\tDRY RUN\tDATASETS\tROWS DELETED\tCREATED")
@@ -235,7 +235,7 @@ func newRunBar(w io.Writer, total int) *progressbar.ProgressBar {
 
 func printRun(out io.Writer, r httpapi.RunDoc, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(out).Encode(r)
+		return writeJSON(out, r)
 	}
 	fmt.Fprintf(out, "run %s: %s (%s, %s, dry run %v), %d/%d datasets, %s\n", r.ID, r.Status, r.Trigger,
 		r.Store, r.DryRun, r.Progress.DatasetsDone, r.Progress.DatasetsTotal, rowsText(r))
@@ -253,7 +253,7 @@ func printRun(out io.Writer, r httpapi.RunDoc, asJSON bool) error {
 		if d.TTLValue != nil {
 			ttl = *d.TTLValue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", d.DatasetID, d.Status, ttl, d.RowsDeleted, d.PartitionsDropped, d.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", termSafe(d.DatasetID), termSafe(d.Status), termSafe(ttl), d.RowsDeleted, d.PartitionsDropped, termSafe(d.Error))
 	}
 	return tw.Flush()
 }
