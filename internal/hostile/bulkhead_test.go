@@ -75,7 +75,7 @@ func bulkheadStall(t *testing.T, tn *tenant, path string, statuses chan<- int) {
 }
 
 // bulkheadWatchReady polls /readyz every 50 ms until the returned function is called, which returns the polls that
-// did not answer 200 within two seconds, and how many polls there were.
+// did not answer 200, and how many polls there were.
 func bulkheadWatchReady(svc *service) func() (failed, polls int) {
 	stop := make(chan struct{})
 	done := make(chan [2]int)
