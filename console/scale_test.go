@@ -108,10 +108,37 @@ func apiTime(ctx context.Context, t *testing.T) time.Duration {
 	return (time.Duration(ms*1000) * time.Microsecond).Round(time.Millisecond)
 }
 
+// pageFetches is what the browser fetched of GET /dataSets since its resource timings were last cleared: the
+// requests' URLs and the bytes of their answers, decoded.
+func pageFetches(ctx context.Context, t *testing.T) (urls []string, bytes int) {
+	t.Helper()
+	got := eval[map[string]any](ctx, t, `(() => { const rs = performance.getEntriesByType('resource').filter(e => e.name.includes('/dataSets?'));
+		return { urls: rs.map(e => e.name), bytes: rs.reduce((n, e) => n + e.decodedBodySize, 0) }; })()`)
+	for _, u := range got["urls"].([]any) {
+		urls = append(urls, u.(string))
+	}
+	return urls, int(got["bytes"].(float64))
+}
+
+// pageBytesBound is the most a page of the inventory may fetch: 26 datasets (a page and one to know there is a next)
+// come to about 30 KB here, while a page that read every one of the 10,000 would fetch megabytes.
+const pageBytesBound = 512 << 10
+
+// requireOnePage checks the work behind the page last shown: one GET /dataSets of a page and one dataset more,
+// answered in less than pageBytesBound.
+func requireOnePage(ctx context.Context, t *testing.T, what string) {
+	t.Helper()
+	urls, bytes := pageFetches(ctx, t)
+	require.Len(t, urls, 1, "%s: GET /dataSets sent once", what)
+	require.Contains(t, urls[0], "limit=26", what)
+	require.Less(t, bytes, pageBytesBound, "%s: the page's answer", what)
+	run(ctx, t, chromedp.Evaluate[chromedp.Void](`performance.clearResourceTimings()`))
+}
+
 // testTenThousandDatasets measures the inventory over 10,000 datasets in the browser and logs the figures
-// (docs/console.md quotes them). The target is a first page under 1 s; the test asserts 5 s, a bound a loaded
-// machine running the other packages' tests under -race still meets, which a page that read every dataset (a count,
-// or a sort in the client) would not: it catches that regression without failing on a busy runner.
+// (docs/console.md quotes them; the target is a first page under 1 s). It judges the work, not the time, which a
+// loaded machine stretches: each page is one request for a page of datasets, so a page that read every dataset (a
+// count, or a sort in the client) fails it.
 func testTenThousandDatasets(t *testing.T, b *bundle) {
 	c := &catalog.Caller{User: "steward@acme.example", Org: b.org, Sandbox: scaleSandbox}
 	template, err := b.datasets.CreateDataset(context.Background(), c, catalog.DatasetCreate{Name: "scale-00000",
@@ -128,7 +155,7 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 	waitText(ctx, t, "#inventory-status", "Showing datasets 1 to 25.")
 	loaded, first := shown(ctx, t)
 	t.Logf("10,000 datasets: first page shown %v after navigation (its request and drawing %v, of which the API's answer %v)", first, loaded, apiTime(ctx, t))
-	require.Less(t, first, 5*time.Second, "first page with 10,000 datasets (target 1 s)")
+	requireOnePage(ctx, t, "first page with 10,000 datasets")
 	require.Equal(t, "scale-00000", names(ctx, t)[0])
 	// Opened again, as a steward coming back does: the browser revalidates the modules (ETags) instead of loading them.
 	run(ctx, t, chromedp.Reload(), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
@@ -136,7 +163,7 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 	loaded, again := shown(ctx, t)
 	modules := time.Duration(eval[float64](ctx, t, `performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd`)) * time.Millisecond
 	t.Logf("10,000 datasets: reopened, first page shown %v after navigation (modules loaded at %v; its request and drawing %v)", again, modules.Round(time.Millisecond), loaded)
-	require.Less(t, again, 5*time.Second, "first page with 10,000 datasets, reopened (target 1 s)")
+	requireOnePage(ctx, t, "first page with 10,000 datasets, reopened")
 	checkAccessibility(ctx, t, "datasets, 10,000")
 
 	measure := func(what, hash, status, firstName string) {
@@ -146,7 +173,7 @@ func testTenThousandDatasets(t *testing.T, b *bundle) {
 		require.Equal(t, firstName, names(ctx, t)[0], what)
 		loaded, _ := shown(ctx, t)
 		t.Logf("10,000 datasets: %s: %v (the API's answer %v)", what, loaded, apiTime(ctx, t))
-		require.Less(t, loaded, 5*time.Second, what)
+		requireOnePage(ctx, t, what)
 	}
 	measure("sorted by name descending", "#/datasets?sort=desc:name", "Showing datasets 1 to 25.", "scale-09999")
 	measure("sorted by rows, descending", "#/datasets?sort=desc:extensions.adobe_lakeHouse.metrics.rowCount", "Showing datasets 1 to 25.", "scale-00000")

@@ -23,6 +23,7 @@ import (
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testwait"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -327,10 +328,9 @@ func TestLongRequestsPerOrg(t *testing.T) {
 
 	// The slot comes back when the export ends: here, when its client goes away and the next write fails.
 	require.NoError(t, stalled.conn.Close())
-	deadline := time.Now().Add(30 * time.Second)
-	for b.within(t, "/audit/verify").status != http.StatusOK {
-		require.True(t, time.Now().Before(deadline), "the org's slot was not given back")
-	}
+	testwait.For(t, 30*time.Second, func() (bool, string) {
+		return b.within(t, "/audit/verify").status == http.StatusOK, "the org's slot was not given back"
+	})
 }
 
 // TestSilentBodyIsCutOff: a client that sent its headers and then none of the body it announced held its handler

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/internal/testwait"
 )
 
 // TestRequestsCannotStarveHealthChecks is the pool part of finding 1: requests, jobs and /readyz shared one pool,
@@ -55,11 +58,11 @@ func TestRequestsCannotStarveHealthChecks(t *testing.T) {
 			patched <- resp.StatusCode
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for waiting := 0; waiting < 2; {
-		require.True(t, time.Now().Before(deadline), "the PATCHes did not both wait on the lock")
+	testwait.For(t, 10*time.Second, func() (bool, string) {
+		var waiting int
 		require.NoError(t, s.pollDB(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'retentiond%' AND wait_event_type = 'Lock'`, &waiting))
-	}
+		return waiting >= 2, fmt.Sprintf("%d of the 2 PATCHes wait on the lock", waiting)
+	})
 
 	client := http.Client{Timeout: 5 * time.Second}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)

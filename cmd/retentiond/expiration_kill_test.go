@@ -14,6 +14,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testwait"
 	"github.com/acme/retention/postgres"
 )
 
@@ -127,10 +128,10 @@ func TestKilledReplicaExpirationCompletes(t *testing.T) {
 
 	env := expirationEnv(f.url)
 	first, _ := startReplica(t, bin, env)
-	waitFor(t, 60*time.Second, func() bool {
+	testwait.For(t, 60*time.Second, func() (bool, string) {
 		var blocked bool
 		require.NoError(t, f.db.Pool.QueryRow(ctx, blockedFinish).Scan(&blocked))
-		return blocked
+		return blocked, "the expiration's finish is not blocked on the audit chain"
 	})
 	require.Equal(t, catalog.ExpirationExecuting, f.status(t, id), "the first step committed")
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
@@ -142,7 +143,10 @@ func TestKilledReplicaExpirationCompletes(t *testing.T) {
 	require.Equal(t, catalog.ExpirationExecuting, f.status(t, id), "the killed replica left it executing")
 
 	startReplica(t, bin, env)
-	waitFor(t, 150*time.Second, func() bool { return f.status(t, id) == catalog.ExpirationCompleted })
+	testwait.For(t, 150*time.Second, func() (bool, string) {
+		status := f.status(t, id)
+		return status == catalog.ExpirationCompleted, "the expiration is " + string(status)
+	})
 	f.requireExecutedOnce(t, datasetID, id)
 }
 
@@ -160,13 +164,13 @@ func TestTwoReplicaProcessesExecuteExpirationsOnce(t *testing.T) {
 	env := expirationEnv(f.url)
 	startReplica(t, bin, env)
 	startReplica(t, bin, env)
-	waitFor(t, 120*time.Second, func() bool {
+	testwait.For(t, 120*time.Second, func() (bool, string) {
 		for id := range due {
-			if f.status(t, id) != catalog.ExpirationCompleted {
-				return false
+			if status := f.status(t, id); status != catalog.ExpirationCompleted {
+				return false, "expiration " + id + " is " + string(status)
 			}
 		}
-		return true
+		return true, ""
 	})
 	for id, ds := range due {
 		f.requireExecutedOnce(t, ds, id)

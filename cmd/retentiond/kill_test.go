@@ -19,6 +19,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/internal/testwait"
 	"github.com/acme/retention/postgres"
 )
 
@@ -43,7 +44,7 @@ func TestKilledReplicaRunCompletes(t *testing.T) {
 	runID := startRunOverAPI(t, addr, c.Org)
 
 	// Kill the first replica as soon as it has committed some batches but not all.
-	waitFor(t, 60*time.Second, func() bool { return ledgerRows(t, db, runID) > 0 })
+	testwait.For(t, 60*time.Second, func() (bool, string) { return ledgerRows(t, db, runID) > 0, "no batch committed" })
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	_ = first.Wait()
 	partial := ledgerRows(t, db, runID)
@@ -51,10 +52,10 @@ func TestKilledReplicaRunCompletes(t *testing.T) {
 	requireNoEarlyDeletes(t, db, ids, kept)
 
 	startReplica(t, bin, env)
-	waitFor(t, 150*time.Second, func() bool {
+	testwait.For(t, 150*time.Second, func() (bool, string) {
 		var status string
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT status FROM retention_runs WHERE id = $1`, runID).Scan(&status))
-		return status == "succeeded"
+		return status == "succeeded", "the run is " + status
 	})
 	require.Equal(t, expired, ledgerRows(t, db, runID), "the ledger counts every removed row once")
 	requireNoEarlyDeletes(t, db, ids, kept)
@@ -122,13 +123,13 @@ func ledgerRows(t *testing.T, db *postgres.DB, runID string) int64 {
 // startRunOverAPI waits for the replica to be ready and starts a manual run through its API.
 func startRunOverAPI(t *testing.T, addr, org string) string {
 	t.Helper()
-	waitFor(t, 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, func() (bool, string) {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return resp.StatusCode == http.StatusOK, "/readyz " + resp.Status
 	})
 	token, err := httpapi.MintToken("kill-test-secret-of-at-least-32-bytes!", httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "t", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
@@ -167,15 +168,4 @@ func startReplica(t *testing.T, bin string, env []string) (*exec.Cmd, string) {
 		_ = cmd.Wait()
 	})
 	return cmd, addr
-}
-
-// waitFor polls an external process's observable state; the process runs on its own clock, so there is no signal to
-// wait on instead.
-func waitFor(t *testing.T, limit time.Duration, done func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !done() {
-		require.True(t, time.Now().Before(deadline), "not done within %s", limit)
-		time.Sleep(50 * time.Millisecond)
-	}
 }

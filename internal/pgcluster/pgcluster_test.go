@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/internal/testwait"
 )
 
 // query runs sql through the cluster's own psql against databaseURL and
@@ -101,10 +103,10 @@ func TestStartAfterKill9(t *testing.T) {
 	require.True(t, running)
 	require.Equal(t, c.Port(), pf.port)
 	require.NoError(t, syscall.Kill(pf.pid, syscall.SIGKILL))
-	require.Eventually(t, func() bool {
+	testwait.For(t, 10*time.Second, func() (bool, string) {
 		_, running := runningPID(dir)
-		return !running
-	}, 10*time.Second, 50*time.Millisecond)
+		return !running, "the killed postmaster still runs"
+	})
 	require.FileExists(t, filepath.Join(dir, "postmaster.pid"), "the stale lock file stays behind")
 
 	c2 := startCluster(t, Config{DataDir: dir, Settings: map[string]string{"fsync": "off"}})
