@@ -101,6 +101,7 @@ func New(cfg Config) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.JSONSerializer = jsonSerializer{}
 	e.Pre(routeOnEscapedPath, dropUnsoundRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
 	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware, s.deadlines)
