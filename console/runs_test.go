@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -39,7 +40,9 @@ func testRuns(t *testing.T, b *bundle) {
 		waitText(ctx, t, "#run-progress-text", "succeeded.")
 		require.Contains(t, text(ctx, t, "#run-progress-text"), "1 of 1 datasets")
 		part := fmt.Sprintf(`#run-parts tr[data-id=%q]`, b.ids["app-sessions"])
-		require.Equal(t, "app-sessions", text(ctx, t, part+" th"))
+		require.Equal(t, "app-sessions", text(ctx, t, part+" th a.ds-link"), "the dataset's name, a link to its page")
+		require.Equal(t, "#/datasets/"+b.ids["app-sessions"], eval[string](ctx, t, fmt.Sprintf(`document.querySelector('%s th a').getAttribute('href')`, part)))
+		require.Equal(t, "Rows to delete", text(ctx, t, "#run-parts thead th:nth-child(4)"), "a dry run deletes nothing")
 		require.Equal(t, "succeeded", eval[string](ctx, t, fmt.Sprintf(`document.querySelector(%q).dataset.status`, part)))
 		require.Equal(t, "P12M", text(ctx, t, part+" td:nth-of-type(2)"))
 		require.Contains(t, text(ctx, t, "#run-facts"), "yes: nothing is deleted")
@@ -53,8 +56,28 @@ func testRuns(t *testing.T, b *bundle) {
 		require.Equal(t, "succeeded", text(ctx, t, "#runs tbody tr td.run-status"))
 		require.Contains(t, text(ctx, t, "#runs tbody tr th"), "dry run")
 		require.Equal(t, "1 of 1", text(ctx, t, "#runs tbody tr td.num"))
+		require.Contains(t, text(ctx, t, "#runs tbody tr td:nth-of-type(7)"), "none (", "a dry run's count is what it would delete")
 		checkAccessibility(ctx, t, "runs")
 		screenshot(ctx, t, "runs")
+	})
+
+	t.Run("ADeletedDatasetIsSaidToBe", func(t *testing.T) {
+		// In a sandbox of its own, so that the other parts' inventories never see the dataset.
+		const sandbox = "gone"
+		c := &catalog.Caller{User: "steward@acme.example", Org: b.org, Sandbox: sandbox}
+		ds, err := b.datasets.CreateDataset(context.Background(), c, catalog.DatasetCreate{Name: "doomed",
+			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
+		setField(ctx, t, "#sandbox", sandbox)
+		waitText(ctx, t, "#runs-status", "No runs yet in this sandbox")
+		setField(ctx, t, "#run-find", "doomed")
+		run(ctx, t, chromedp.Click(`#run-search`))
+		box := fmt.Sprintf(`#run-ds-%s`, ds.ID)
+		run(ctx, t, chromedp.WaitVisible(box), chromedp.Click(box), chromedp.Click(`#run-start`), chromedp.WaitVisible(`#run-progress`))
+		waitText(ctx, t, "#run-progress-text", "succeeded.")
+		require.NoError(t, b.datasets.DeleteDataset(context.Background(), c, ds.ID))
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.reload()`))
+		waitText(ctx, t, fmt.Sprintf(`#run-parts tr[data-id=%q] th`, ds.ID), "Deleted dataset "+ds.ID)
 	})
 }
 

@@ -215,6 +215,8 @@ const views = { datasets: datasetsView, runs: runsView, audit: auditView };
 /** Shows the view the fragment names, or sign-in when there is no session; resolves once the view is shown. */
 export async function route() {
   const main = document.getElementById('main');
+  // A link opened in a tab already showing the console changes only the fragment: it is taken as at a load.
+  if (/(^#|&)token=/.test(location.hash)) takeTokenFromFragment();
   // A dialog belongs to the page it was opened on: Back or a typed URL closes it.
   for (const d of document.querySelectorAll('dialog[open]')) d.close();
   const s = session();
