@@ -76,6 +76,8 @@ func testRetentionDialog(t *testing.T, b *bundle) {
 		setField(ctx, t, lakeValue, "11")
 		setField(ctx, t, lakeUnit, "Y")
 		waitText(ctx, t, "#chart-summary", "Too long: 11 years is more than this dataset's maximum, 10 years.")
+		setField(ctx, t, lakeValue, "5")
+		setField(ctx, t, lakeUnit, "D")
 	})
 
 	t.Run("CrossStoreRuleIsMarkedWhereItBites", func(t *testing.T) {
