@@ -263,7 +263,9 @@ func (h infoAsDebug) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // WithAttrs implements slog.Handler.
-func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler { return infoAsDebug{h.inner.WithAttrs(attrs)} }
+func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return infoAsDebug{h.inner.WithAttrs(attrs)}
+}
 
 // WithGroup implements slog.Handler.
 func (h infoAsDebug) WithGroup(name string) slog.Handler { return infoAsDebug{h.inner.WithGroup(name)} }
