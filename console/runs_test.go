@@ -56,7 +56,7 @@ func testRuns(t *testing.T, b *bundle) {
 		require.Equal(t, "succeeded", text(ctx, t, "#runs tbody tr td.run-status"))
 		require.Contains(t, text(ctx, t, "#runs tbody tr th"), "dry run")
 		require.Equal(t, "1 of 1", text(ctx, t, "#runs tbody tr td.num"))
-		require.Contains(t, text(ctx, t, "#runs tbody tr td:nth-of-type(7)"), "none (", "a dry run's count is what it would delete")
+		require.Contains(t, text(ctx, t, "#runs tbody tr td:nth-of-type(6)"), "none (", "a dry run's count is what it would delete")
 		checkAccessibility(ctx, t, "runs")
 		screenshot(ctx, t, "runs")
 	})
@@ -76,7 +76,9 @@ func testRuns(t *testing.T, b *bundle) {
 		run(ctx, t, chromedp.WaitVisible(box), chromedp.Click(box), chromedp.Click(`#run-start`), chromedp.WaitVisible(`#run-progress`))
 		waitText(ctx, t, "#run-progress-text", "succeeded.")
 		require.NoError(t, b.datasets.DeleteDataset(context.Background(), c, ds.ID))
-		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.reload()`))
+		page := eval[string](ctx, t, `location.hash`)
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#/runs'`), chromedp.WaitVisible(`#runs-status`),
+			chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, page)), chromedp.WaitVisible(`#run-parts`))
 		waitText(ctx, t, fmt.Sprintf(`#run-parts tr[data-id=%q] th`, ds.ID), "Deleted dataset "+ds.ID)
 	})
 }
