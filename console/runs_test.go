@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -59,27 +58,6 @@ func testRuns(t *testing.T, b *bundle) {
 		require.Contains(t, text(ctx, t, "#runs tbody tr td:nth-of-type(6)"), "none (", "a dry run's count is what it would delete")
 		checkAccessibility(ctx, t, "runs")
 		screenshot(ctx, t, "runs")
-	})
-
-	t.Run("ADeletedDatasetIsSaidToBe", func(t *testing.T) {
-		// In a sandbox of its own, so that the other parts' inventories never see the dataset.
-		const sandbox = "gone"
-		c := &catalog.Caller{User: "steward@acme.example", Org: b.org, Sandbox: sandbox}
-		ds, err := b.datasets.CreateDataset(context.Background(), c, catalog.DatasetCreate{Name: "doomed",
-			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
-		require.NoError(t, err)
-		setField(ctx, t, "#sandbox", sandbox)
-		waitText(ctx, t, "#runs-status", "No runs yet in this sandbox")
-		setField(ctx, t, "#run-find", "doomed")
-		run(ctx, t, chromedp.Click(`#run-search`))
-		box := fmt.Sprintf(`#run-ds-%s`, ds.ID)
-		run(ctx, t, chromedp.WaitVisible(box), chromedp.Click(box), chromedp.Click(`#run-start`), chromedp.WaitVisible(`#run-progress`))
-		waitText(ctx, t, "#run-progress-text", "succeeded.")
-		require.NoError(t, b.datasets.DeleteDataset(context.Background(), c, ds.ID))
-		page := eval[string](ctx, t, `location.hash`)
-		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#/runs'`), chromedp.WaitVisible(`#runs-status`),
-			chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, page)), chromedp.WaitVisible(`#run-parts`))
-		waitText(ctx, t, fmt.Sprintf(`#run-parts tr[data-id=%q] th`, ds.ID), "Deleted dataset "+ds.ID)
 	})
 }
 
