@@ -3,7 +3,6 @@ module github.com/acme/retention
 go 1.26.0
 
 require (
-	github.com/IBM/pgxpoolprometheus v1.1.3
 	github.com/MicahParks/jwkset v0.11.4
 	github.com/MicahParks/keyfunc/v3 v3.9.1
 	github.com/bits-and-blooms/bloom/v3 v3.7.1

@@ -36,8 +36,17 @@ func (l Limits) Document() map[string]any {
 	return doc
 }
 
+// stringOrNil is a JSON string or null.
+func stringOrNil(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}
+
 // AuditDetails returns the change as the details of an Update audit event: for each store touched, its
-// rowExpiration before and after; the rowOverrides switch and the name before and after, when they changed.
+// rowExpiration before and after; the rowOverrides switch, the name, the description (null for none), the tags and
+// the caller's extension keys before and after, each when it changed.
 func (c *Change) AuditDetails() map[string]any {
 	details := map[string]any{}
 	if c == nil {
@@ -55,6 +64,15 @@ func (c *Change) AuditDetails() map[string]any {
 	}
 	if c.Name != nil {
 		details["name"] = map[string]any{"before": c.Name.Before, "after": c.Name.After}
+	}
+	if c.Description != nil {
+		details["description"] = map[string]any{"before": stringOrNil(c.Description.Before), "after": stringOrNil(c.Description.After)}
+	}
+	if c.Tags != nil {
+		details["tags"] = map[string]any{"before": c.Tags.Before, "after": c.Tags.After}
+	}
+	if c.Extensions != nil {
+		details["extensions"] = map[string]any{"before": c.Extensions.Before, "after": c.Extensions.After}
 	}
 	return details
 }

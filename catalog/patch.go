@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -319,6 +320,24 @@ type Change struct {
 	RowExpiration map[Store]RowExpirationChange
 	RowOverrides  *RowOverridesChange // nil when the switch did not move
 	Name          *NameChange         // nil when the name did not change
+	Description   *DescriptionChange  // nil when the description did not change
+	Tags          *TagsChange         // nil when the tags did not change
+	Extensions    *ExtensionsChange   // nil when the caller's extension keys did not change
+}
+
+// DescriptionChange is a dataset's description before and after; nil is no description.
+type DescriptionChange struct {
+	Before, After *string
+}
+
+// TagsChange is a dataset's tags before and after, whole.
+type TagsChange struct {
+	Before, After map[string][]string
+}
+
+// ExtensionsChange is a dataset's own extension keys (those the service does not own) before and after, whole.
+type ExtensionsChange struct {
+	Before, After map[string]any
 }
 
 // RowOverridesChange is the rowOverrides switch before and after a patch.
@@ -398,14 +417,38 @@ func (p *Patch) applyAttributes(next *Dataset) {
 	}
 }
 
-// noteAttributes records the changes of the name and the rowOverrides switch from before to after.
+// noteAttributes records the changes of the name, description, tags, caller's extension keys and the rowOverrides
+// switch from before to after, so that every Update event says what it changed. An empty map and none are the same.
 func (c *Change) noteAttributes(before, after *Dataset) {
 	if before.Name != after.Name {
 		c.Name = &NameChange{Before: before.Name, After: after.Name}
 	}
+	if !reflect.DeepEqual(before.Description, after.Description) {
+		c.Description = &DescriptionChange{Before: before.Description, After: after.Description}
+	}
+	if (len(before.Tags) > 0 || len(after.Tags) > 0) && !reflect.DeepEqual(before.Tags, after.Tags) {
+		c.Tags = &TagsChange{Before: nonNilTags(before.Tags), After: nonNilTags(after.Tags)}
+	}
+	if (len(before.Extensions) > 0 || len(after.Extensions) > 0) && !reflect.DeepEqual(before.Extensions, after.Extensions) {
+		c.Extensions = &ExtensionsChange{Before: nonNilMap(before.Extensions), After: nonNilMap(after.Extensions)}
+	}
 	if before.RowOverrides != after.RowOverrides {
 		c.RowOverrides = &RowOverridesChange{Before: before.RowOverrides, After: after.RowOverrides}
 	}
+}
+
+func nonNilTags(m map[string][]string) map[string][]string {
+	if m == nil {
+		return map[string][]string{}
+	}
+	return m
+}
+
+func nonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
 }
 
 func applyTags(ds *Dataset, tags map[string][]string) {

@@ -101,7 +101,39 @@ func TestParsePatchV1(t *testing.T) {
 		require.Equal(t, map[string][]string{"team": {"data"}}, next.Tags, "tags are replaced whole, not merged")
 		require.Equal(t, b.ds.Description, next.Description, "an attribute not sent is left")
 		require.Equal(t, b.ds.Extensions, next.Extensions)
-		require.Equal(t, map[string]any{"name": map[string]any{"before": "clicks", "after": "renamed"}}, change.AuditDetails())
+		require.Equal(t, map[string]any{
+			"name": map[string]any{"before": "clicks", "after": "renamed"},
+			"tags": map[string]any{
+				"before": map[string][]string{"team": {"web"}, "unifiedProfile": {"enabled:true"}},
+				"after":  map[string][]string{"team": {"data"}},
+			},
+		}, change.AuditDetails())
+	})
+
+	t.Run("DescriptionAndTagsAreAudited", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, err := catalog.ParsePatchV1(decode(t, `{"description": "clicks on the web", "tags": {"team": ["web"], "unifiedProfile": ["enabled:true"], "tier": ["gold"]}}`))
+		require.NoError(t, err)
+		_, change, err := b.apply(t, p)
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{
+			"description": map[string]any{"before": "web clicks", "after": "clicks on the web"},
+			"tags": map[string]any{
+				"before": map[string][]string{"team": {"web"}, "unifiedProfile": {"enabled:true"}},
+				"after":  map[string][]string{"team": {"web"}, "unifiedProfile": {"enabled:true"}, "tier": {"gold"}},
+			},
+		}, change.AuditDetails())
+	})
+
+	t.Run("SameValuesAreNoChange", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, err := catalog.ParsePatchV1(decode(t, `{"description": "web clicks", "tags": {"unifiedProfile": ["enabled:true"], "team": ["web"]}}`))
+		require.NoError(t, err)
+		_, change, err := b.apply(t, p)
+		require.NoError(t, err)
+		require.Empty(t, change.AuditDetails())
 	})
 
 	t.Run("ExtensionsReplaceCallerKeysAndKeepTTL", func(t *testing.T) {
@@ -179,7 +211,15 @@ func TestParsePut(t *testing.T) {
 		require.Empty(t, next.Extensions)
 		require.Equal(t, ttlOf(b.ds, catalog.LakeHouse), ttlOf(next, catalog.LakeHouse), "a PUT without rowExpiration keeps the TTL")
 		require.Equal(t, catalog.OverridesRefused, next.RowOverrides, "and the switch")
-		require.Empty(t, change.AuditDetails())
+		// What the PUT cleared is in its Update event, before and after.
+		require.Equal(t, map[string]any{
+			"description": map[string]any{"before": "web clicks", "after": nil},
+			"tags": map[string]any{
+				"before": map[string][]string{"team": {"web"}, "unifiedProfile": {"enabled:true"}},
+				"after":  map[string][]string{},
+			},
+			"extensions": map[string]any{"before": b.ds.Extensions, "after": map[string]any{}},
+		}, change.AuditDetails())
 		require.Equal(t, b.ds.Version+1, next.Version)
 	})
 

@@ -77,10 +77,11 @@ func startBrowser(t *testing.T) context.Context {
 	return browser.ctx
 }
 
-// The fixed viewport of the tests and screenshots.
+// The fixed viewport of the tests and screenshots, and the narrow window the layout is checked and shown at too.
 const (
 	viewportWidth  = 1366
 	viewportHeight = 860
+	narrowWidth    = 800
 )
 
 // tab opens a new tab of the shared browser for the test, closed when it ends. The tab's whole life has ten
@@ -161,18 +162,27 @@ func checkAccessibility(ctx context.Context, t *testing.T, page string) {
 	require.Empty(t, lines, "axe-core on %s: serious or critical violations", page)
 }
 
-// screenshot writes the page as docs/console/<name>.png when CONSOLE_SCREENSHOTS=1 asks for it (the committed
-// screenshots of docs/console.md and the README).
+// screenshot writes the page as docs/console/<name>.png, and as it shows in a narrow window (narrowWidth) as
+// <name>-800.png, when CONSOLE_SCREENSHOTS=1 asks for it (the committed screenshots of docs/console.md and the
+// README).
 func screenshot(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
 	if os.Getenv("CONSOLE_SCREENSHOTS") != "1" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
 	dir := filepath.Join("..", "docs", "console")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+	for _, width := range []int64{viewportWidth, narrowWidth} {
+		file := name + ".png"
+		if width != viewportWidth {
+			file = fmt.Sprintf("%s-%d.png", name, width)
+		}
+		run(ctx, t, chromedp.EmulateViewport(width, viewportHeight))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, file), png, 0o644))
+	}
+	run(ctx, t, chromedp.EmulateViewport(viewportWidth, viewportHeight))
 }
 
 // pollTimeout bounds every wait for the page to reach a state.

@@ -201,4 +201,11 @@ func testServedByTheAPI(t *testing.T, b *bundle) {
 	headResp.Body.Close()
 	require.Equal(t, http.StatusOK, headResp.StatusCode, "curl -I works")
 	require.Equal(t, "text/html; charset=utf-8", headResp.Header.Get("Content-Type"))
+	// Browsers ask every site for /favicon.ico: it is the console's icon, not a refusal.
+	resp, _ = get(t, b.url+"/favicon.ico", nil)
+	require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+	require.Equal(t, "/ui/favicon.svg", resp.Header.Get("Location"))
+	resp, _ = get(t, b.url+"/ui/favicon.svg", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "image/svg+xml", resp.Header.Get("Content-Type"))
 }

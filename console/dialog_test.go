@@ -67,9 +67,17 @@ func testRetentionDialog(t *testing.T, b *bundle) {
 		setField(ctx, t, lakeValue, "5")
 		setField(ctx, t, lakeUnit, "D")
 		run(ctx, t, chromedp.Click(`dialog button[type=submit]`))
-		waitText(ctx, t, lakeError, "ttlValue P5D is below minValue P30D")
+		waitText(ctx, t, lakeError, "Too short: 5 days is less than this dataset's minimum, 30 days.")
 		require.Equal(t, "ttl-adobe_lakeHouse-value", eval[string](ctx, t, `document.activeElement.id`), "focus goes to the field")
 		require.Zero(t, b.updates(t, id), "nothing saved")
+		// The chart shows nothing a refused value would delete.
+		waitText(ctx, t, "#chart-summary", "Nothing is marked for a value that cannot be saved.")
+		require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('svg.chart rect.bar.deleted, svg.chart rect.bar.partly').length`))
+		setField(ctx, t, lakeValue, "11")
+		setField(ctx, t, lakeUnit, "Y")
+		waitText(ctx, t, "#chart-summary", "Too long: 11 years is more than this dataset's maximum, 10 years.")
+		setField(ctx, t, lakeValue, "5")
+		setField(ctx, t, lakeUnit, "D")
 	})
 
 	t.Run("CrossStoreRuleIsMarkedWhereItBites", func(t *testing.T) {
@@ -127,6 +135,12 @@ func testRetentionDialogReadOnly(t *testing.T, b *bundle) {
 	require.True(t, eval[bool](ctx, t, `document.querySelector('#ttl-adobe_unifiedProfile-forever').disabled`))
 	require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('dialog button[type=submit]').length`), "no Save")
 	checkAccessibility(ctx, t, "retention dialog, read only")
+
+	// The dialog belongs to its page: a typed URL, Back or Forward closes it.
+	run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#/runs'`), chromedp.WaitNotPresent(`dialog.retention`), chromedp.WaitVisible(`#runs-status`))
+	run(ctx, t, chromedp.Evaluate[chromedp.Void](`history.back()`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+	b.openDialog(ctx, t, "app-sessions")
+	run(ctx, t, chromedp.Evaluate[chromedp.Void](`history.forward()`), chromedp.WaitNotPresent(`dialog.retention`), chromedp.WaitVisible(`#runs-status`))
 }
 
 // updates counts the Update audit events of a dataset.

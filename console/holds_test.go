@@ -33,7 +33,8 @@ func testHolds(t *testing.T, b *bundle) {
 	b.openDataset(ctx, t, "loyalty-members")
 
 	t.Run("ShowsThePendingExpiration", func(t *testing.T) {
-		require.Contains(t, text(ctx, t, "#pending-expiration"), "scheduled for deletion on")
+		require.Contains(t, text(ctx, t, "#pending-expiration"), "scheduled to be deleted, whole, on")
+		require.Contains(t, text(ctx, t, "#expiration-status"), "To be deleted, with all its rows, on")
 		require.Equal(t, expiry.Format("2006-01-02T15:04:05.000Z"), eval[string](ctx, t, `document.querySelector('#pending-expiration time').dateTime`))
 		require.Contains(t, text(ctx, t, "#holds-status"), "Not held")
 	})
@@ -59,7 +60,9 @@ func testHolds(t *testing.T, b *bundle) {
 		run(ctx, t, chromedp.Click(`#nav-datasets`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
 		row := fmt.Sprintf(`#inventory tr[data-id=%q]`, id)
 		waitText(ctx, t, row+" td.held", "Held (1)")
-		require.Contains(t, text(ctx, t, row+" th.name .expiry"), "deleted on")
+		require.Contains(t, text(ctx, t, row+" th.name .expiry"), "to be deleted on")
+		require.Equal(t, "rgb(74, 85, 104)", eval[string](ctx, t, fmt.Sprintf(`getComputedStyle(document.querySelector('%s th.name .expiry')).color`, row)),
+			"a planned deletion in the muted text colour, not the error red")
 		run(ctx, t, chromedp.Click(`#filter-held`), chromedp.Click(`form[role=search] button[type=submit]`))
 		waitNames(ctx, t, "loyalty-members")
 		require.Contains(t, eval[string](ctx, t, `location.hash`), "held=1")
@@ -92,6 +95,35 @@ func testHolds(t *testing.T, b *bundle) {
 		waitText(ctx, t, "#holds-status", "Not held")
 		require.Equal(t, 1, b.auditEvents(t, id, "Release"))
 	})
+
+	t.Run("MoveCancelAndScheduleTheDeletion", func(t *testing.T) {
+		later := expiry.AddDate(0, 0, 10)
+		setField(ctx, t, "#expiration-day", later.Format(time.DateOnly))
+		run(ctx, t, chromedp.Click(`#expiration-save`))
+		waitText(ctx, t, "#expiration-status", "To be deleted")
+		waitAttr(ctx, t, "#expiration-status time", "dateTime", later.Format("2006-01-02T15:04:05.000Z"))
+		run(ctx, t, chromedp.Click(`#expiration-cancel`), chromedp.WaitVisible(`#expiration-cancel-confirm`))
+		checkAccessibility(ctx, t, "dataset, confirm cancelling the deletion")
+		run(ctx, t, chromedp.Click(`#expiration-cancel-confirm`))
+		waitText(ctx, t, "#expiration-status", "No deletion scheduled")
+		require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#pending-expiration').length`))
+		setField(ctx, t, "#expiration-day", "2020-01-01")
+		run(ctx, t, chromedp.Click(`#expiration-save`))
+		waitText(ctx, t, "#expiration-error", "a deletion is scheduled at least a day ahead")
+		setField(ctx, t, "#expiration-day", later.Format(time.DateOnly))
+		run(ctx, t, chromedp.Click(`#expiration-save`))
+		waitText(ctx, t, "#expiration-status", "To be deleted")
+		checkAccessibility(ctx, t, "dataset, deletion scheduled")
+	})
+}
+
+// waitAttr waits until the first element matching sel has the property prop equal to want.
+func waitAttr(ctx context.Context, t *testing.T, sel, prop, want string) {
+	t.Helper()
+	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return !!el && el[%q] === %q; })()`, sel, prop, want)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
+		t.Fatalf("%s never had %s %q: %v", sel, prop, want, err)
+	}
 }
 
 // testHoldsReadOnly: a token without retention.hold sees the holds but can neither place nor release one.
@@ -102,6 +134,13 @@ func testHoldsReadOnly(t *testing.T, b *bundle) {
 	require.Contains(t, text(ctx, t, "#holds-read-only"), "takes the retention.hold scope")
 	require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#place-hold, button.release-ask').length`))
 	checkAccessibility(ctx, t, "dataset, read only")
+
+	// Without datasets.manage, the dataset's expiration is shown and not offered for change.
+	read := tab(t)
+	b.signIn(read, t, b.token(t, catalog.ScopeDatasetsRead))
+	b.openDataset(read, t, "journey-feedback")
+	require.Contains(t, text(read, t, "#expiration-read-only"), "takes the datasets.manage scope")
+	require.Zero(t, eval[int](read, t, `document.querySelectorAll('#expiration-form').length`))
 }
 
 // auditEvents counts a dataset's audit events of one action.

@@ -7,11 +7,14 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/httpapi"
 )
 
 // signIn opens the console with the token in the link's fragment, as `make run` prints it, and waits for the
@@ -60,6 +63,7 @@ func TestConsole(t *testing.T) {
 		"Holds": testHolds, "HoldsReadOnlyWithoutHoldScope": testHoldsReadOnly,
 		"AuditChainBroken":                testAuditChainBroken,
 		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
+		"LinkNeverReplacesASession":       testLinkNeverReplacesASession,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -81,6 +85,11 @@ func testInventory(t *testing.T, b *bundle) {
 		require.Equal(t, "20,000", text(ctx, t, row+" td.num"), "rows with thousands separators")
 		require.Equal(t, "12 months", text(ctx, t, row+" td.ttl-lake"))
 		require.Equal(t, "Keep forever", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.ttl-lake`, b.ids["loyalty-members"])), "a record dataset without a TTL yet")
+		require.Equal(t, "None (kept forever)", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.next-job`, b.ids["loyalty-members"])),
+			"no retention job date for a dataset kept forever")
+		require.NotEqual(t, "—", text(ctx, t, fmt.Sprintf(`#inventory tr[data-id=%q] td.rows`, b.ids["loyalty-members"])), "a record dataset has metrics")
+		require.Equal(t, "favicon.svg", eval[string](ctx, t, `document.querySelector('link[rel=icon]').getAttribute('href')`),
+			"the page names its icon, so the browser asks for no /favicon.ico")
 		hash := eval[string](ctx, t, `location.hash`)
 		require.Equal(t, "#/datasets", hash, "the token left the URL")
 		checkAccessibility(ctx, t, "datasets")
@@ -118,10 +127,11 @@ func testInventory(t *testing.T, b *bundle) {
 		for _, dir := range []string{"ascending", "descending"} {
 			run(ctx, t, chromedp.Click(`#inventory thead th:nth-child(7) button`))
 			waitSorted(ctx, t, 7, dir)
-			// The exact bytes are in each cell's title; a dataset without a storage (a record) has none.
+			// The exact bytes are in each cell's title; a dataset without a storage would have none (every dataset,
+			// records included, has one now: 0 without rows).
 			shown := eval[[]storageCell](ctx, t, `[...document.querySelectorAll('#inventory tbody tr[data-id]')].map(tr => ({
 				name: tr.querySelector('.ds-name').textContent,
-				bytes: Number(tr.querySelector('td.storage').title.replace(/\D/g, '')) || -1 }))`)
+				bytes: tr.querySelector('td.storage').title ? Number(tr.querySelector('td.storage').title.replace(/\D/g, '')) : -1 }))`)
 			want := slices.Clone(shown)
 			slices.SortStableFunc(want, func(a, b storageCell) int {
 				if (a.Bytes < 0) != (b.Bytes < 0) {
@@ -158,15 +168,47 @@ func testInventory(t *testing.T, b *bundle) {
 		require.Empty(t, names(ctx, t))
 	})
 
+	t.Run("NarrowWindow", func(t *testing.T) {
+		run(ctx, t, chromedp.EmulateViewport(narrowWidth, viewportHeight))
+		defer run(ctx, t, chromedp.EmulateViewport(viewportWidth, viewportHeight))
+		require.True(t, eval[bool](ctx, t, `new Promise(r => requestAnimationFrame(() => r(true)))`))
+		require.LessOrEqual(t, eval[int](ctx, t, `document.documentElement.scrollWidth`), narrowWidth, "nothing leaves the page sideways")
+		require.True(t, eval[bool](ctx, t, `(() => { const links = [...document.querySelectorAll('#nav a')].map(a => a.getBoundingClientRect().top);
+			return links.every(top => top === links[0]); })()`), "the navigation on one line")
+		require.True(t, eval[bool](ctx, t, `(() => { const bar = document.querySelector('header.top').getBoundingClientRect();
+			const out = document.querySelector('#signout').getBoundingClientRect();
+			return out.left >= bar.left && out.right <= bar.right && out.top >= bar.top && out.bottom <= bar.bottom; })()`), "Sign out inside the bar")
+		require.True(t, eval[bool](ctx, t, `(() => { const w = document.querySelector('.table-wrap'); return w.scrollWidth > w.clientWidth && w.getBoundingClientRect().right <= innerWidth; })()`),
+			"the table scrolls in its box")
+		checkAccessibility(ctx, t, "datasets, 800 px")
+	})
+
 	t.Run("SignOutForgetsTheToken", func(t *testing.T) {
 		run(ctx, t, chromedp.Click(`#signout`), chromedp.WaitVisible(`form.signin`))
 		require.Equal(t, "", eval[string](ctx, t, `sessionStorage.getItem('token') || ''`))
+		require.Equal(t, "none", eval[string](ctx, t, `getComputedStyle(document.querySelector('#session')).display`), "no sandbox box nor Sign out on the sign-in page")
 		checkAccessibility(ctx, t, "sign-in")
 		screenshot(ctx, t, "sign-in")
 	})
 
+	t.Run("ARefusedTokenSaysWhatToDo", func(t *testing.T) {
+		foreign, err := httpapi.MintToken("another-secret-of-at-least-32-bytes!!", httpapi.Claims{
+			RegisteredClaims: jwt.RegisteredClaims{Subject: "steward@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+			Org:              b.org, Scope: catalog.ScopeDatasetsRead,
+		})
+		require.NoError(t, err)
+		setField(ctx, t, "#token", foreign)
+		run(ctx, t, chromedp.Click(`form.signin button[type=submit]`))
+		waitText(ctx, t, "#signin-error", "Get a new one with ./bin/retentionctl token")
+		require.Equal(t, "none", eval[string](ctx, t, `getComputedStyle(document.querySelector('#session')).display`))
+		setField(ctx, t, "#token", "TOKEN=not-a-token")
+		run(ctx, t, chromedp.Click(`form.signin button[type=submit]`))
+		waitText(ctx, t, "#signin-error", "Paste the token alone (it starts with eyJ)")
+	})
+
 	t.Run("SignInByPastingAToken", func(t *testing.T) {
-		setField(ctx, t, "#token", "Bearer "+b.token(t, catalog.ScopeDatasetsRead))
+		// The banner's whole line, as a user copies it.
+		setField(ctx, t, "#token", "  export TOKEN="+b.token(t, catalog.ScopeDatasetsRead)+"\n")
 		run(ctx, t, chromedp.Click(`form.signin button[type=submit]`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
 		waitNames(ctx, t, "app-sessions", "journey-feedback", "loyalty-members", "web-clickstream")
 	})
@@ -175,6 +217,12 @@ func testInventory(t *testing.T, b *bundle) {
 		setField(ctx, t, "#sandbox", "dev")
 		waitText(ctx, t, "#inventory-status", "No datasets yet in this sandbox")
 		require.Empty(t, names(ctx, t))
+	})
+
+	t.Run("ASandboxTheAPIWouldRefuseIsNotKept", func(t *testing.T) {
+		setField(ctx, t, "#sandbox", "dev\u2028x")
+		require.Equal(t, "dev", eval[string](ctx, t, `sessionStorage.getItem('sandbox')`))
+		require.False(t, eval[bool](ctx, t, `document.querySelector('#sandbox').validity.valid`))
 	})
 }
 
@@ -192,4 +240,59 @@ func waitSorted(ctx context.Context, t *testing.T, column int, dir string) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
 		t.Fatalf("the inventory was never sorted %s by column %d: %v", dir, column, err)
 	}
+}
+
+// testLinkNeverReplacesASession: a link with another token, opened in a tab with a session (by a click, or typed
+// over the tab's address), changes nothing until the user chooses, with both identities shown; a link's sandbox is
+// checked as the API checks it.
+func testLinkNeverReplacesASession(t *testing.T, b *bundle) {
+	ctx := tab(t)
+	mine := b.token(t, allScopes...)
+	b.signIn(ctx, t, mine)
+	theirs := tokenAs(t, "mallory@evil.example", "EVIL@AdobeOrg", catalog.ScopeDatasetsRead)
+	stored := func() string { return eval[string](ctx, t, `sessionStorage.getItem('token') || ''`) }
+
+	t.Run("AskedWithBothIdentities", func(t *testing.T) {
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#token=`+theirs+`'`), chromedp.WaitVisible(`#link-choice`))
+		choice := text(ctx, t, "#link-choice")
+		require.Contains(t, choice, "steward@acme.example · "+b.org)
+		require.Contains(t, choice, "mallory@evil.example · EVIL@AdobeOrg")
+		require.Equal(t, mine, stored(), "nothing replaced before the user chooses")
+		require.NotContains(t, eval[string](ctx, t, `location.href`), theirs, "the token left the URL")
+		checkAccessibility(ctx, t, "link choice")
+	})
+
+	t.Run("StayKeepsTheSession", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#link-keep`), chromedp.WaitVisible(`#inventory tbody tr[data-id]`))
+		require.Equal(t, mine, stored())
+	})
+
+	t.Run("AtALoadToo", func(t *testing.T) {
+		run(ctx, t, chromedp.Navigate(b.url+"/ui/?again#token="+theirs), chromedp.WaitVisible(`#link-choice`))
+		require.Equal(t, mine, stored())
+	})
+
+	t.Run("SwitchTakesTheLink", func(t *testing.T) {
+		run(ctx, t, chromedp.Click(`#link-switch`))
+		waitText(ctx, t, "#who", "mallory@evil.example · EVIL@AdobeOrg")
+		require.Equal(t, theirs, stored())
+	})
+
+	t.Run("ASandboxTheAPIWouldRefuseIsRefused", func(t *testing.T) {
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](`location.hash = '#token=`+theirs+`&sandbox=dev%E2%80%A8'`), chromedp.WaitVisible(`#link-refused`))
+		require.Contains(t, text(ctx, t, "#link-refused"), "is not a sandbox name")
+		require.Equal(t, "prod", eval[string](ctx, t, `document.querySelector('#sandbox').value`))
+		require.Equal(t, "", eval[string](ctx, t, `sessionStorage.getItem('sandbox') || ''`))
+	})
+}
+
+// tokenAs mints a token of another user and org.
+func tokenAs(t *testing.T, user, org string, scopes ...string) string {
+	t.Helper()
+	token, err := httpapi.MintToken(testSecret, httpapi.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{Subject: user, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Org:              org, ClientID: "console-test", Scope: scopes[0],
+	})
+	require.NoError(t, err)
+	return token
 }

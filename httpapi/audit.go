@@ -3,7 +3,6 @@ package httpapi
 import (
 	"bufio"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -263,7 +262,7 @@ func (w *exportWriter) write(ev *audit.Event) error {
 	doc := newAuditEventDoc(ev)
 	defer func() { w.n++ }()
 	if w.csv != nil {
-		details, err := json.Marshal(doc.Details)
+		details, err := marshal(doc.Details)
 		if err != nil {
 			return err
 		}
@@ -279,7 +278,7 @@ func (w *exportWriter) write(ev *audit.Event) error {
 		w.csv.Flush()
 		return w.csv.Error()
 	}
-	raw, err := json.Marshal(doc)
+	raw, err := marshal(doc)
 	if err != nil {
 		return err
 	}
@@ -308,7 +307,7 @@ func (w *exportWriter) close() error {
 		w.csv.Flush()
 		return w.csv.Error()
 	}
-	_, err := w.out.WriteString("]")
+	_, err := w.out.WriteString("]\n")
 	return err
 }
 

@@ -133,8 +133,8 @@ func writeKeyed(c echo.Context, entries []keyedEntry) error {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		key, _ := json.Marshal(e.ID)
-		doc, err := json.Marshal(e.Doc)
+		key, _ := marshal(e.ID)
+		doc, err := marshal(e.Doc)
 		if err != nil {
 			return fmt.Errorf("render dataset %s: %w", e.ID, err)
 		}
@@ -143,7 +143,7 @@ func writeKeyed(c echo.Context, entries []keyedEntry) error {
 		buf.Write(doc)
 	}
 	buf.WriteByte('}')
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
+	return writeJSON(c, http.StatusOK, buf.Bytes())
 }
 
 // project keeps only the named top-level properties of doc; an object with none of them renders as {}.
@@ -151,7 +151,7 @@ func project(doc datasetDoc, properties []string) (any, error) {
 	if len(properties) == 0 {
 		return doc, nil
 	}
-	raw, err := json.Marshal(doc)
+	raw, err := marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("render dataset: %w", err)
 	}

@@ -167,7 +167,7 @@ func (s *Server) listRows(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(buf.Len()))
-	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
+	return writeJSON(c, http.StatusOK, buf.Bytes())
 }
 
 // rowDocument is a row as the API shows it: the event's own fields with the service's beside them.

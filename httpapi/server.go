@@ -103,6 +103,7 @@ func New(cfg Config) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
+	e.JSONSerializer = jsonSerializer{}
 	e.Pre(routeOnEscapedPath, dropUnsoundRequestID)
 	e.Use(middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID, TargetHeader: echo.HeaderXRequestID}))
 	e.Use(s.recoverPanics, s.logRequests, s.metrics.middleware, s.deadlines)
@@ -194,6 +195,9 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) registerConsole(e *echo.Echo) {
 	files := echo.WrapHandler(console.Handler("/ui/"))
 	e.GET("/ui", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/") })
+	// Browsers ask every site for /favicon.ico; the console's icon answers it, so that the request is no 403 in
+	// the browser's console and the log.
+	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/favicon.svg") })
 	for _, path := range []string{"/ui/", "/ui/*"} {
 		e.GET(path, files)
 		e.HEAD(path, files)

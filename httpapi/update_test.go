@@ -159,7 +159,12 @@ func TestCatalogV1Put(t *testing.T) {
 		require.Equal(t, "refused", lake["rowOverrides"])
 		action, details := b.lastAudit(t, id)
 		require.Equal(t, "Update", action)
-		require.Empty(t, details, "no setting changed")
+		// No setting changed; what the PUT cleared and replaced is listed, before and after.
+		require.Equal(t, map[string]any{
+			"description": map[string]any{"before": "old", "after": nil},
+			"tags":        map[string]any{"before": map[string]any{"team": []any{"web"}}, "after": map[string]any{"owner": []any{"bob"}}},
+			"extensions":  map[string]any{"before": map[string]any{"acme": map[string]any{"cost": float64(1)}}, "after": map[string]any{}},
+		}, details)
 	})
 
 	t.Run("WithTTLAndSwitch", func(t *testing.T) {

@@ -194,19 +194,18 @@ type share struct {
 	rows               int64
 }
 
-// attachMetrics fills each time-series dataset's lake metrics: its row count from the counters, and its storage as
-// its rows times the bytes per row of each partition they share with other datasets. When storage is not nil it
+// attachMetrics fills each dataset's lake metrics (a record dataset's rows are lake rows as events are): its row
+// count from the counters, and its storage as its rows times the bytes per row of each partition they share with
+// other datasets. When storage is not nil it
 // holds the storage of the datasets as the listing's own statement measured it (storageCTE), and those figures are
 // shown rather than the cached ones, so that a listing ordered by storage shows the figures it was ordered by.
 func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time, storage map[string]int64) error {
 	byID := map[string]*catalog.Dataset{}
 	var ids []string
 	for _, ds := range datasets {
-		if ds.IsTimeSeries() {
-			ds.Metrics = &catalog.Metrics{AsOf: now}
-			byID[ds.ID] = ds
-			ids = append(ids, ds.ID)
-		}
+		ds.Metrics = &catalog.Metrics{AsOf: now}
+		byID[ds.ID] = ds
+		ids = append(ids, ds.ID)
 	}
 	if len(ids) == 0 {
 		return nil
@@ -302,9 +301,6 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 	if pending != nil {
 		t := pending.UTC()
 		ds.PendingExpiry = &t
-	}
-	if !ds.IsTimeSeries() {
-		return ds, nil
 	}
 	ds.Metrics = &catalog.Metrics{AsOf: now}
 	shares := make([]share, len(partitions))
@@ -413,8 +409,8 @@ var orderColumns = map[string]string{
 	// NULL without a rowExpiration.
 	"extensions.adobe_lakeHouse.rowExpiration.nextRun": `(SELECT CASE WHEN ` + heldCondition + ` THEN 1 ELSE 0 END
 		FROM row_expirations r WHERE r.dataset_id = d.id AND r.store = 'adobe_lakeHouse')`,
-	// Only time-series datasets show a storage (attachMetrics); the others sort last, as having none.
-	storageField: "CASE WHEN d.data_behavior = 'time-series' THEN COALESCE(storage.size, 0) END",
+	// Every dataset shows a storage (attachMetrics), records' as events'; one without rows has 0.
+	storageField: "COALESCE(storage.size, 0)",
 }
 
 // ttlOrder orders by a store's TTL as the API compares periods (Postgres compares intervals with 30 days to a month,

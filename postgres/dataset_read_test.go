@@ -22,8 +22,8 @@ func (b *sweepBundle) listed(t *testing.T, name string) *catalog.Dataset {
 }
 
 // readFixtures creates a time-series dataset with everything a GET of it shows (TTLs in both stores, rows in two
-// partitions, two active holds and a released one, a pending expiration), a bare one, and a record dataset with a
-// hold, and returns their names and ids.
+// partitions, two active holds and a released one, a pending expiration), a bare one, and a record dataset with
+// three rows and a hold, and returns their names and ids.
 func (b *sweepBundle) readFixtures(t *testing.T) map[string]string {
 	t.Helper()
 	ctx := context.Background()
@@ -38,6 +38,7 @@ func (b *sweepBundle) readFixtures(t *testing.T) map[string]string {
 	require.NoError(t, err)
 	b.now = time.Date(2024, 12, 20, 0, 0, 0, 0, time.UTC)
 	b.ingestSeries(t, full, 40, 24*time.Hour)
+	b.ingestLines(t, ids["record"], `{"_id":"m1"}`, `{"_id":"m2"}`, `{"_id":"m3"}`)
 	b.placeHold(t, full)
 	b.placeHold(t, full)
 	released := b.placeHold(t, full)
@@ -52,7 +53,7 @@ func (b *sweepBundle) readFixtures(t *testing.T) map[string]string {
 
 // TestFindDatasetByIDAnswersAsTheListing holds the one statement of GET /dataSets/{id} to the listing's separate
 // reads of each table: the same row expirations, holds, pending expiry and metrics, for a dataset that has them all,
-// one that has none, and a record dataset (no metrics).
+// one that has none, and a record dataset.
 func TestFindDatasetByIDAnswersAsTheListing(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
@@ -81,7 +82,9 @@ func TestFindDatasetByIDAnswersAsTheListing(t *testing.T) {
 
 	record, err := b.datasets.FindDatasetByID(context.Background(), b.caller, ids["record"])
 	require.NoError(t, err)
-	require.Nil(t, record.Metrics, "a record dataset shows no lake metrics")
+	require.NotNil(t, record.Metrics, "a record dataset's rows are in the lake too")
+	require.Equal(t, int64(3), record.Metrics.RowCount)
+	require.Positive(t, record.Metrics.StorageSize)
 	require.Equal(t, 1, record.ActiveHolds)
 }
 

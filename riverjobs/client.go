@@ -120,7 +120,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	river.AddWorker(workers, &expirationTickWorker{c: c})
 	river.AddWorker(workers, &expirationWorker{c: c})
 	rc := &river.Config{
-		Workers: workers, Logger: cfg.Logger, JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
+		Workers: workers, Logger: quietRiver(cfg.Logger), JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts: 10,
 		// A job waits for the next fetch after its insert's notification, at most this long. A run is a chain of
 		// jobs, so River's longer default added to every run's time; fetches this often happen only while jobs are
@@ -137,7 +137,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	c.queue, c.requests = queue{client}, queue{client}
 	if cfg.Requests != nil {
 		// A client without queues or workers only inserts: a manual run is queued through the requests' pool.
-		rq, err := river.NewClient(riverpgxv5.New(cfg.Requests), &river.Config{Logger: cfg.Logger})
+		rq, err := river.NewClient(riverpgxv5.New(cfg.Requests), &river.Config{Logger: quietRiver(cfg.Logger)})
 		if err != nil {
 			return nil, fmt.Errorf("river client for requests: %w", err)
 		}
@@ -251,4 +251,40 @@ func resumeOrErr(err error) error {
 		return river.JobSnooze(0)
 	}
 	return err
+}
+
+// quietRiver is the logger River gets: the service's, with River's Info lines written at Debug. River logs at Info
+// what it does routinely ("Producer job counts" once a minute, each periodic job it inserts), which filled `make
+// run`'s terminal; its warnings and errors keep their level.
+func quietRiver(l *slog.Logger) *slog.Logger {
+	return slog.New(infoAsDebug{l.Handler()})
+}
+
+// infoAsDebug is a slog.Handler that lowers Info records to Debug before its inner handler sees them.
+type infoAsDebug struct{ inner slog.Handler }
+
+// Enabled implements slog.Handler.
+func (h infoAsDebug) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.inner.Enabled(ctx, lowered(level))
+}
+
+// Handle implements slog.Handler.
+func (h infoAsDebug) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lowered(r.Level)
+	return h.inner.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return infoAsDebug{h.inner.WithAttrs(attrs)}
+}
+
+// WithGroup implements slog.Handler.
+func (h infoAsDebug) WithGroup(name string) slog.Handler { return infoAsDebug{h.inner.WithGroup(name)} }
+
+func lowered(level slog.Level) slog.Level {
+	if level == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return level
 }

@@ -38,7 +38,7 @@ func TestExpirationsCommands(t *testing.T) {
 	require.Contains(t, out, expiry+"T00:00:00.000Z")
 	e, err := postgres.NewExpirationService(db, 0).FindExpiration(ctx, c, ds.ID, false)
 	require.NoError(t, err)
-	require.Equal(t, "retentionctl", e.CreatedBy, "created through the API, as the CLI's token")
+	require.Equal(t, "dev@acme.example", e.CreatedBy, "created through the API as the token `retentionctl token` mints: one identity")
 
 	require.Contains(t, mustCtl(t, env, "expirations", "list", "-org", c.Org, "-status", "pending"), e.ID)
 	require.NotContains(t, mustCtl(t, env, "expirations", "list", "-org", c.Org, "-status", "cancelled"), e.ID)
@@ -51,4 +51,11 @@ func TestExpirationsCommands(t *testing.T) {
 	require.Contains(t, mustCtl(t, env, "expirations", "list", "-org", c.Org, "-json"), `"status":"cancelled"`)
 	_, err = ctl(t, env, "expirations", "cancel", "-org", "OTHER@AdobeOrg", e.ID)
 	require.ErrorContains(t, err, "404", "another org does not see the expiration")
+
+	// With the README's $TOKEN exported, the CLI acts as that token, as curl does.
+	env["TOKEN"] = mustCtl(t, map[string]string{"AUTH_HS256_SECRET": secret}, "token", "-org", c.Org, "-sub", "alice@acme.example")
+	mustCtl(t, env, "expirations", "create", "-org", c.Org, "-dataset", ds.ID, "-expiry", expiry, "-name", "retire it again")
+	e, err = postgres.NewExpirationService(db, 0).FindExpiration(ctx, c, ds.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, "alice@acme.example", e.CreatedBy)
 }

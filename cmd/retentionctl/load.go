@@ -35,6 +35,7 @@ type loadFlags struct {
 	ingestedAtEvent, quiet            bool
 	set                               map[string]bool // the flags given on the command line
 	files                             []string
+	env                               getenv // for who the load acts as (loadCaller)
 
 	// Derived by validate.
 	ingestedAtTime   *time.Time
@@ -47,6 +48,7 @@ func runLoad(ctx context.Context, args []string, env getenv, stdin io.Reader, ou
 	if err != nil {
 		return err
 	}
+	f.env = env
 	db, err := openDB(ctx, env, stderr)
 	if err != nil {
 		return err
@@ -201,15 +203,18 @@ func parseDay(flagName, s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-func loadCaller(org, sandbox string) *catalog.Caller {
+// loadCaller is who a load acts as: the CLI's identity (cliIdentity), so that the audit log names the same user as
+// for what the same token does through the API.
+func loadCaller(env getenv, org, sandbox string) *catalog.Caller {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &catalog.Caller{User: "retentionctl", ClientID: "retentionctl-load", Org: org, Sandbox: sandbox, RequestID: "load-" + hex.EncodeToString(b[:])}
+	user, client := cliIdentity(env)
+	return &catalog.Caller{User: user, ClientID: client, Org: org, Sandbox: sandbox, RequestID: "load-" + hex.EncodeToString(b[:])}
 }
 
 // loadFiles ingests each file in turn into one dataset, through the same validation as the HTTP API.
 func loadFiles(ctx context.Context, db *postgres.DB, f *loadFlags, stdin io.Reader, out, stderr io.Writer) error {
-	c := loadCaller(f.org, f.sandbox)
+	c := loadCaller(f.env, f.org, f.sandbox)
 	ds, err := findLoadDataset(ctx, postgres.NewDatasetService(db), c, f.dataset)
 	if err != nil {
 		return err
@@ -321,7 +326,7 @@ func loadGenerated(ctx context.Context, db *postgres.DB, f *loadFlags, out, stde
 	svc := postgres.NewDatasetService(db)
 	callers := map[string]*catalog.Caller{}
 	for _, org := range f.allOrgs {
-		callers[org] = loadCaller(org, f.sandbox)
+		callers[org] = loadCaller(f.env, org, f.sandbox)
 	}
 	jobs := make([]genJob, f.datasets)
 	for i := range jobs {
@@ -458,7 +463,7 @@ func newProgress(w io.Writer, total int64, quiet bool) *progress {
 		progressbar.OptionSetRenderBlankState(true),   // starts the clock, so the first rate is not absurd
 	}
 	if isTerminal(w) {
-		opts = append(opts, progressbar.OptionSetWriter(w), progressbar.OptionThrottle(terminalThrottle), progressbar.OptionClearOnFinish())
+		opts = append(opts, progressbar.OptionSetWriter(rateWriter{w}), progressbar.OptionThrottle(terminalThrottle), progressbar.OptionClearOnFinish())
 	} else {
 		opts = append(opts, progressbar.OptionSetWriter(lineWriter{w}), progressbar.OptionThrottle(logThrottle),
 			progressbar.OptionSetTheme(progressbar.ThemeASCII))
@@ -503,12 +508,28 @@ func (p *progress) abort() {
 	}
 }
 
+// noRateYet takes out of a redraw the rate the bar shows before any row is stored ("0 rows/hr"): it is no rate.
+func noRateYet(s string) string {
+	return strings.Replace(s, ", 0 rows/hr)", ")", 1)
+}
+
+// rateWriter is a terminal's writer with noRateYet applied to each redraw (each starts with a carriage return and
+// clears the line, so a shorter first one leaves nothing behind).
+type rateWriter struct{ w io.Writer }
+
+func (r rateWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(r.w, noRateYet(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // lineWriter turns the bar's redraws, which start with a carriage return and are cleared with spaces, into one
 // line each, for output that is not a terminal.
 type lineWriter struct{ w io.Writer }
 
 func (l lineWriter) Write(p []byte) (int, error) {
-	s := strings.Trim(string(p), "\r ")
+	s := strings.Trim(noRateYet(string(p)), "\r ")
 	if s == "" {
 		return len(p), nil
 	}

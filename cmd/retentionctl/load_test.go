@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -209,6 +210,20 @@ FROM datasets d WHERE d.org_id = 'O' AND d.name LIKE 'synthetic-%'`).Scan(&datas
 		require.EqualValues(t, 4, datasets)
 		require.EqualValues(t, 1_000_000, counted)
 		require.EqualValues(t, 1_000_000, stored)
+		var users []string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT array_agg(DISTINCT user_id) FROM audit_events WHERE org_id = 'O'`).Scan(&users))
+		require.Equal(t, []string{"dev@acme.example"}, users, "the identity of the token `retentionctl token` mints, as the API records it")
+	})
+
+	t.Run("ActsAsTheExportedToken", func(t *testing.T) {
+		t.Parallel()
+		b := setupLoad(t)
+		env := maps.Clone(b.env)
+		env["TOKEN"] = mustCtl(t, map[string]string{}, "token", "-org", "O", "-sub", "alice@acme.example")
+		lastLine(t, mustCtl(t, env, "load", "-org", "O", "-generate", "10", "-quiet"))
+		var users []string
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT array_agg(DISTINCT user_id) FROM audit_events WHERE org_id = 'O'`).Scan(&users))
+		require.Equal(t, []string{"alice@acme.example"}, users)
 	})
 
 	t.Run("OrgsInTurnAndEventIngestion", func(t *testing.T) {
@@ -251,6 +266,7 @@ FROM datasets d LEFT JOIN lake_rows r ON r.dataset_id = d.id GROUP BY 1, 2, 3 OR
 		require.NotContains(t, bar, "\r")
 		lines := strings.Split(strings.TrimSuffix(bar, "\n"), "\n")
 		require.Contains(t, lines[0], "0%", "%q", bar)
+		require.NotContains(t, lines[0], "rows/hr", "no rate before the first rows: %q", bar)
 		require.Contains(t, lines[len(lines)-1], "100%", "%q", bar)
 		require.Contains(t, lines[len(lines)-1], "(12000/12000, ", "%q", bar)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/acme/retention/catalog"
@@ -28,15 +29,16 @@ type apiClient struct {
 	http                      *http.Client
 }
 
-// newAPIClient reads RETENTION_URL (default http://127.0.0.1:8080) and RETENTION_TOKEN; without a token it mints one
-// for org from AUTH_HS256_SECRET, or the development secret.
+// newAPIClient reads RETENTION_URL (default http://127.0.0.1:8080) and the exported token (RETENTION_TOKEN, else
+// TOKEN); without one it mints one for org from AUTH_HS256_SECRET, or the development secret, with the identity of
+// `retentionctl token`'s (devUser), so that the API records the CLI's work as the README's $TOKEN's.
 func newAPIClient(env getenv, org, sandbox string) (*apiClient, error) {
 	return newScopedAPIClient(env, org, sandbox, catalog.ScopeDatasetsRead+" "+catalog.ScopeRetentionRun+" "+catalog.ScopeAuditRead)
 }
 
 // newScopedAPIClient is newAPIClient whose minted token grants scope (space-separated scopes).
 func newScopedAPIClient(env getenv, org, sandbox, scope string) (*apiClient, error) {
-	c := &apiClient{base: strings.TrimSuffix(env("RETENTION_URL"), "/"), token: env("RETENTION_TOKEN"), org: org, sandbox: sandbox,
+	c := &apiClient{base: strings.TrimSuffix(env("RETENTION_URL"), "/"), token: exportedToken(env), org: org, sandbox: sandbox,
 		http: &http.Client{Timeout: 30 * time.Second}}
 	if c.base == "" {
 		c.base = "http://127.0.0.1:8080"
@@ -49,8 +51,8 @@ func newScopedAPIClient(env getenv, org, sandbox, scope string) (*apiClient, err
 		secret = config.DevSecret
 	}
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
-		RegisteredClaims: jwt.RegisteredClaims{Subject: "retentionctl", ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
-		Org:              org, ClientID: "retentionctl", Scope: scope,
+		RegisteredClaims: jwt.RegisteredClaims{Subject: devUser, ExpiresAt: jwt.NewNumericDate(time.Now().Add(time.Hour))},
+		Org:              org, ClientID: devClient, Scope: scope,
 	})
 	c.token = token
 	return c, err
@@ -108,7 +110,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
 	if len(args) == 0 || (args[0] != "start" && args[0] != "list" && args[0] != "show") {
-		fmt.Fprintln(out, "usage: retentionctl runs start [-dataset ID]... [-dry-run] [-store S] [-wait] | list | show RUN_ID")
+		fmt.Fprintln(out, "usage: retentionctl runs start [-dataset ID]... [-dry-run] [-store S] [-wait] | list | show RUN_ID (or its first digits)")
 		return errUsage
 	}
 	fs := flag.NewFlagSet("runs "+args[0], flag.ContinueOnError)
@@ -147,8 +149,12 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 		if fs.NArg() != 1 {
 			return errors.New("runs show needs one RUN_ID")
 		}
+		id, err := resolveRunID(ctx, client, fs.Arg(0))
+		if err != nil {
+			return err
+		}
 		var run httpapi.RunDoc
-		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+fs.Arg(0), nil, &run); err != nil {
+		if err := client.do(ctx, http.MethodGet, "/retention/runs/"+id, nil, &run); err != nil {
 			return err
 		}
 		return printRun(out, run, *asJSON)
@@ -172,6 +178,51 @@ func runRuns(ctx context.Context, args []string, env getenv, out, errOut io.Writ
 	}
 	return tw.Flush()
 }
+
+// runPrefixSearch is how many of the latest runs `runs show` searches for an id that starts with a short id.
+const runPrefixSearch = 1000
+
+// resolveRunID returns arg when it is a whole run id (a UUID), or the id of the one run among the latest
+// runPrefixSearch of the sandbox whose id starts with it: the progress bar, the console and logs print the first 8
+// hex digits. Several runs starting with it, or none, is an error that says so.
+func resolveRunID(ctx context.Context, client *apiClient, arg string) (string, error) {
+	prefix := strings.ToLower(arg)
+	if _, err := uuid.Parse(prefix); err == nil && len(prefix) == 36 {
+		return prefix, nil
+	}
+	if prefix == "" || len(prefix) > 36 || strings.Trim(prefix, "0123456789abcdef-") != "" {
+		return "", fmt.Errorf("RUN_ID must be a run's id or the start of one (hex digits and dashes), got %q", arg)
+	}
+	var found []string
+	for start := 0; start < runPrefixSearch; start += maxRunsPage {
+		var page struct {
+			Embedded struct {
+				Runs []httpapi.RunDoc `json:"runs"`
+			} `json:"_embedded"`
+		}
+		if err := client.do(ctx, http.MethodGet, fmt.Sprintf("/retention/runs?limit=%d&start=%d", maxRunsPage, start), nil, &page); err != nil {
+			return "", err
+		}
+		for _, r := range page.Embedded.Runs {
+			if strings.HasPrefix(r.ID, prefix) {
+				found = append(found, r.ID)
+			}
+		}
+		if len(page.Embedded.Runs) < maxRunsPage {
+			break
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", fmt.Errorf("no run of the latest %d of this sandbox has an id starting with %s", runPrefixSearch, prefix)
+	}
+	return "", fmt.Errorf("%d runs have an id starting with %s (%s): give more of it", len(found), prefix, strings.Join(found, ", "))
+}
+
+// maxRunsPage is the most runs GET /retention/runs answers at once.
+const maxRunsPage = 100
 
 // rowsText says what a run did to its rows, or, for a dry run, what it would do.
 func rowsText(r httpapi.RunDoc) string {

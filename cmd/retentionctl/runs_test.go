@@ -64,6 +64,12 @@ func TestRunsCommands(t *testing.T) {
 
 	require.Contains(t, mustCtl(t, env, "runs", "list", "-org", c.Org), runID)
 	require.Contains(t, mustCtl(t, env, "runs", "show", "-org", c.Org, "-json", runID), `"rowsDeleted":1`)
+	// The short id the progress bar prints is enough when one run's id starts with it.
+	require.Contains(t, mustCtl(t, env, "runs", "show", "-org", c.Org, runID[:8]), "run "+runID+": succeeded")
+	_, err = ctl(t, env, "runs", "show", "-org", c.Org, "0000000g")
+	require.ErrorContains(t, err, "RUN_ID must be a run's id or the start of one (hex digits and dashes)")
+	_, err = ctl(t, env, "runs", "show", "-org", "OTHER@AdobeOrg", runID[:8])
+	require.ErrorContains(t, err, "no run of the latest 1000 of this sandbox has an id starting with "+runID[:8])
 	_, err = ctl(t, env, "runs", "show", "-org", "OTHER@AdobeOrg", runID)
 	require.ErrorContains(t, err, "404", "another org does not see the run")
 }

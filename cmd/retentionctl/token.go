@@ -17,8 +17,8 @@ import (
 func runToken(args []string, env getenv, out io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	org := fs.String("org", defaultOrg, "the org the token acts in (its org claim)")
-	sub := fs.String("sub", "dev@acme.example", "the user (sub claim)")
-	client := fs.String("client", "retentionctl-dev", "the client id (client_id claim)")
+	sub := fs.String("sub", devUser, "the user (sub claim)")
+	client := fs.String("client", devClient, "the client id (client_id claim)")
 	scope := fs.String("scope", strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage,
 		catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold}, " "), "space-separated scopes")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
@@ -42,4 +42,43 @@ func runToken(args []string, env getenv, out io.Writer) error {
 	}
 	fmt.Fprintln(out, token)
 	return nil
+}
+
+// devUser and devClient are the identity of the token `retentionctl token` mints by default (and `make run`'s). The
+// CLI acts as them when no token is exported, so that one person's work reads as one identity in the audit log,
+// whichever command did it.
+const (
+	devUser   = "dev@acme.example"
+	devClient = "retentionctl-dev"
+)
+
+// exportedToken is the token the CLI acts as: RETENTION_TOKEN, else TOKEN (the variable the README and `make run`
+// export), else none.
+func exportedToken(env getenv) string {
+	if t := strings.TrimSpace(env("RETENTION_TOKEN")); t != "" {
+		return t
+	}
+	return strings.TrimPrefix(strings.TrimSpace(env("TOKEN")), "Bearer ")
+}
+
+// cliIdentity is the user and client the CLI records for work it does on the database itself (load): those of the
+// exported token, read without checking its signature (who runs load holds the database's credentials anyway), or
+// the default identity of `retentionctl token`.
+func cliIdentity(env getenv) (user, client string) {
+	user, client = devUser, devClient
+	token := exportedToken(env)
+	if token == "" {
+		return user, client
+	}
+	var claims httpapi.Claims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &claims); err != nil {
+		return user, client
+	}
+	if claims.Subject != "" {
+		user = claims.Subject
+	}
+	if claims.ClientID != "" {
+		client = claims.ClientID
+	}
+	return user, client
 }

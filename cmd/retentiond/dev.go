@@ -51,14 +51,21 @@ retentiond is serving at %[1]s with %[2]d demo datasets in org %[3]s.
 		fmt.Fprintln(out, "\nStop with Ctrl-C.")
 		return nil
 	}
+	port, usual := dev.Port()
+	portNote := fmt.Sprintf("Its port, %d, is this checkout's: the same at every start, so the line above keeps working.", port)
+	if port != usual {
+		portNote = fmt.Sprintf("Its port is %d this time: this checkout's usual port, %d, was taken by another process.", port, usual)
+	}
 	fmt.Fprintf(out, `
 From a second shell in this checkout, ./bin/retentionctl reaches this database by itself: with DATABASE_URL unset
 it reads %[1]s. Other tools need
 
   export DATABASE_URL=%[2]s
 
+%[3]s
+
 Stop with Ctrl-C: PostgreSQL stops too, and the next `+"`make run`"+` reuses the data. Should retentiond be killed
 and leave PostgreSQL running, the next `+"`make run`"+` takes it over, or `+"`make stop`"+` stops it.
-`, dev.URLFile(), dev.URL())
+`, dev.URLFile(), dev.URL(), portNote)
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/IBM/pgxpoolprometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -155,7 +154,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for name, p := range map[string]*postgres.DB{"requests": db, "jobs": jobsDB, "health": pools.health} {
-		registry.MustRegister(pgxpoolprometheus.NewCollector(p.Pool, map[string]string{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
+		registry.MustRegister(p.PoolCollector(prometheus.Labels{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
 	}
 	work, queue, schedules, err := newJobs(cfg, pools, registry, logger)
 	if err != nil {

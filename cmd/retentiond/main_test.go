@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -211,6 +212,10 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		"retention_http_request_duration_seconds_bucket", "pgxpool_acquired_conns", "retention_datasets_overdue"} {
 		require.Contains(t, string(body), metric)
 	}
+	// Every series passes the checks of `promtool check metrics` (promlint is its library).
+	problems, lintErr := promlint.New(bytes.NewReader(body)).Lint()
+	require.NoError(t, lintErr)
+	require.Empty(t, problems, "/metrics breaks Prometheus' naming rules")
 
 	// Cancelling the context is how main passes SIGTERM on; a graceful stop returns nil.
 	require.NoError(t, s.stop(t))

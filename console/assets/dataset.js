@@ -17,9 +17,11 @@ export function pendingExpiry(ds) {
 
 /** The next retention job of a dataset document as the API has it (nextRun, catalog.Dataset.NextRun): the store's
  * next run; "After release" while the dataset is held, since no run removes a held dataset's rows before every hold
- * is released; a dash without a rowExpiration. */
+ * is released; "None" for a dataset kept forever, whose rows no run expires (one only removes rows that expired
+ * under an earlier, finite setting, and those are already hidden); a dash without a rowExpiration. */
 export function nextJob(ds) {
   const re = (((ds.extensions || {}).adobe_lakeHouse) || {}).rowExpiration;
+  if (re && re.ttlValue === null && !((ds.holds || {}).active > 0)) return h('span', { className: 'keep-forever', title: 'Kept forever: no retention job expires its rows' }, 'None (kept forever)');
   if (re && re.nextRun != null) return time(re.nextRun);
   if (re && ((ds.holds || {}).active || 0) > 0) return h('span', { title: 'No retention job removes its rows while it is held' }, 'After release');
   return time(null);
@@ -45,8 +47,7 @@ export async function datasetView(main, id) {
   // Time-series and record datasets both expire rows (records from their last write); others have no rowExpiration.
   const expires = !!re('adobe_lakeHouse');
   main.replaceChildren(...[back, h('h1', {}, ds.name),
-    expiry ? h('p', { className: 'notice', id: 'pending-expiration' }, 'This dataset is scheduled for deletion on ', time(expiry),
-      ' (a pending dataset expiration; see GET /data/core/hygiene/ttl/', h('code', {}, id), ').') : null,
+    expiry ? h('p', { className: 'notice', id: 'pending-expiration' }, 'This dataset is scheduled to be deleted, whole, on ', time(expiry), '.') : null,
     h('dl', { className: 'facts', id: 'dataset-facts' },
       fact('Id', h('code', {}, id)),
       fact('Type', ds.classification ? ds.classification.dataBehavior : '—'),
@@ -58,7 +59,76 @@ export async function datasetView(main, id) {
       fact('Last retention job', time(re('adobe_lakeHouse') && re('adobe_lakeHouse').lastCompleted)),
       fact('Next retention job', nextJob(ds))),
     expires ? h('p', {}, h('button', { type: 'button', id: 'open-retention', onclick: (e) => openRetentionDialog(id, ds.name, e.currentTarget) }, 'Set data retention')) : null,
+    expirationSection(id, ds, expiry),
     holdsSection(id, holdsResp)].filter(Boolean));
+}
+
+// isoDay is a day as <input type=date> and the API's expiry take it (midnight UTC): YYYY-MM-DD.
+function isoDay(ms) {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+// expirationSection shows the dataset's pending expiration (a deletion of the whole dataset on a day) and, for a
+// token with datasets.manage, schedules, moves and cancels it through the Data Hygiene routes, the same ones as
+// `retentionctl expirations` (POST /data/core/hygiene/ttl, PUT and DELETE /data/core/hygiene/ttl/{dataset id}).
+function expirationSection(id, ds, expiry) {
+  const section = h('section', { 'aria-labelledby': 'expiration-title', id: 'expiration' }, h('h2', { id: 'expiration-title' }, 'Dataset expiration'));
+  section.append(h('p', { id: 'expiration-status', role: 'status', tabIndex: -1 }, expiry
+    ? ['To be deleted, with all its rows, on ', time(expiry), '. Until then it can be moved or cancelled.']
+    : 'No deletion scheduled: the dataset stays until it is deleted or an expiration is scheduled.'));
+  if (!can('datasets.manage')) {
+    section.append(h('p', { className: 'notice', id: 'expiration-read-only' }, 'Scheduling, moving and cancelling a deletion takes the datasets.manage scope, which your token lacks.'));
+    return section;
+  }
+  // The API wants the expiry at least 24 hours ahead: the earliest day offered is the day after tomorrow (UTC).
+  const earliest = isoDay(Date.now() + 2 * 86400000);
+  const day = h('input', { id: 'expiration-day', name: 'expiry', type: 'date', required: true, min: earliest, value: expiry ? isoDay(expiry) : '', 'aria-describedby': 'expiration-hint expiration-error' });
+  const name = expiry ? null : h('input', { id: 'expiration-name', name: 'displayName', maxLength: 200, required: true, value: `Retire ${ds.name}`, autocomplete: 'off' });
+  const error = h('p', { className: 'error', id: 'expiration-error', role: 'alert' });
+  const done = async () => {
+    await datasetView(document.getElementById('main'), id);
+    const status = document.getElementById('expiration-status');
+    if (status) status.focus();
+  };
+  const send = async (method, path, body) => {
+    error.textContent = '';
+    const resp = await api(path, { method, body });
+    if (!resp.ok) { error.textContent = problemText(resp); day.focus(); return; }
+    await done();
+  };
+  const form = h('form', { className: 'start-run', id: 'expiration-form', noValidate: true, 'aria-labelledby': 'expiration-form-title', onsubmit: (e) => {
+    e.preventDefault();
+    if (!day.value) { error.textContent = 'Choose the day of the deletion.'; day.focus(); return; }
+    if (day.value < earliest) { error.textContent = `The day must be ${earliest} or later: a deletion is scheduled at least a day ahead.`; day.focus(); return; }
+    if (expiry) send('PUT', `/data/core/hygiene/ttl/${encodeURIComponent(id)}`, { expiry: day.value });
+    else send('POST', '/data/core/hygiene/ttl', { datasetId: id, expiry: day.value, displayName: name.value.trim() || `Retire ${ds.name}` });
+  } },
+  h('h3', { id: 'expiration-form-title' }, expiry ? 'Move the deletion' : 'Schedule a deletion'),
+  h('div', { className: 'row' },
+    h('div', {}, h('label', { htmlFor: day.id }, 'Delete on (UTC)'), day),
+    name ? h('div', {}, h('label', { htmlFor: name.id }, 'Name'), name) : null),
+  h('p', { className: 'hint', id: 'expiration-hint' }, 'At midnight UTC of that day the dataset and all its rows are deleted, unless it is held then. It is recorded in the audit log.'),
+  error,
+  h('p', { className: 'actions-left' },
+    h('button', { type: 'submit', className: 'primary', id: 'expiration-save' }, expiry ? 'Move the deletion' : 'Schedule the deletion'),
+    expiry ? cancelButton(id, error, send) : null));
+  section.append(form);
+  return section;
+}
+
+// cancelButton asks once more before cancelling the deletion.
+function cancelButton(id, error, send) {
+  const cell = h('span', {});
+  const ask = h('button', { type: 'button', id: 'expiration-cancel' }, 'Cancel the deletion');
+  ask.addEventListener('click', () => {
+    const confirm = h('button', { type: 'button', className: 'primary', id: 'expiration-cancel-confirm',
+      onclick: () => send('DELETE', `/data/core/hygiene/ttl/${encodeURIComponent(id)}`) }, 'Confirm: keep the dataset');
+    const keep = h('button', { type: 'button', onclick: () => { cell.replaceChildren(ask); ask.focus(); } }, 'Leave it scheduled');
+    cell.replaceChildren(confirm, ' ', keep);
+    confirm.focus();
+  });
+  cell.append(ask);
+  return cell;
 }
 
 function holdsSection(id, resp) {

@@ -143,7 +143,7 @@ function datasetRow(id, ds) {
   const active = (ds.holds || {}).active || 0;
   return h('tr', { 'data-id': id },
     h('th', { scope: 'row', className: 'name' }, h('a', { className: 'ds-name', href: `#/datasets/${encodeURIComponent(id)}` }, ds.name),
-      expiry ? h('span', { className: 'expiry' }, ' deleted on ', time(expiry)) : null),
+      expiry ? h('span', { className: 'expiry' }, ' · to be deleted on ', time(expiry)) : null),
     h('td', {}, ds.classification ? ds.classification.dataBehavior : '—'),
     h('td', {}, ds.classification ? ds.classification.managedBy : '—'),
     h('td', { className: 'ttl-lake' }, expires ? period(lakeRE.ttlValue) : 'n/a'),

@@ -94,6 +94,7 @@ function storeFields(s, value, lim, managedBy, readOnly) {
     initial: value,
     onchange: null,
   };
+  f.problem = () => limitProblem(f.value(), lim);
   const sync = () => { number.disabled = unit.disabled = readOnly || (forever && forever.checked); };
   const changed = () => { error.textContent = ''; sync(); if (f.onchange) f.onchange(); };
   number.addEventListener('input', changed);
@@ -110,6 +111,18 @@ function storeFields(s, value, lim, managedBy, readOnly) {
       `Minimum ${period(lim.minValue)}, maximum ${lim.maxValue === null ? 'none' : period(lim.maxValue)}, default ${period(lim.defaultValue)}. Now: ${period(value)}.`),
     error);
   return f;
+}
+
+// limitProblem says in plain words why the API would refuse value for a store with limits lim (ttl-out-of-range),
+// or '' when it is within them; the dialog checks it before saving and before drawing what the value would delete.
+export function limitProblem(value, lim) {
+  // Keep forever is offered only where the policy allows it (not for SYSTEM datasets), whatever the maximum.
+  if (value === undefined || value === null) return '';
+  if (!/^P\d+[DWMY]$/.test(value)) return 'Enter a whole number of days, weeks, months or years.';
+  if (/^P0+[DWMY]$/.test(value)) return 'Enter a number of at least 1, or keep forever.';
+  if (longer(lim.minValue, value)) return `Too short: ${period(value)} is less than this dataset's minimum, ${period(lim.minValue)}.`;
+  if (lim.maxValue !== null && longer(value, lim.maxValue)) return `Too long: ${period(value)} is more than this dataset's maximum, ${period(lim.maxValue)}.`;
+  return '';
 }
 
 // longer compares periods as the API does (1Y = 12M, 1M = 30D, 1W = 7D); null is the longest.
@@ -132,6 +145,13 @@ async function submit(dialog, state, fields, general, limits) {
     f.error.textContent = '';
     const v = f.value();
     if (v === undefined) { f.error.textContent = 'Enter a number of days, weeks, months or years, or keep forever.'; return; }
+    const problem = f.problem();
+    if (problem) {
+      f.error.textContent = problem;
+      const input = dialog.querySelector(`#ttl-${s.key}-value`);
+      if (input && !input.disabled) input.focus();
+      return;
+    }
     if (v !== f.initial) ext[s.key] = { rowExpiration: { ttlValue: v } };
   }
   if (Object.keys(ext).length === 0) { dialog.close(); return; }
@@ -188,8 +208,16 @@ function schedulePreview(state, fields, chart) {
 async function preview(state, fields, chart) {
   const store = state.chartStore;
   const value = fields[store].value();
-  if (value === undefined) { chart.summary.textContent = 'Enter a value to see what it would delete.'; return; }
   if (state.abort) state.abort.abort();
+  if (value === undefined) { chart.svg.replaceChildren(); chart.summary.textContent = 'Enter a value to see what it would delete.'; return; }
+  // A value that cannot be saved deletes nothing: the chart shows no marks for it, and says why.
+  const problem = fields[store].problem();
+  if (problem) {
+    chart.svg.replaceChildren();
+    chart.summary.textContent = `${problem} Nothing is marked for a value that cannot be saved.`;
+    delete chart.summary.dataset.rowsToDelete;
+    return;
+  }
   state.abort = new AbortController();
   const q = new URLSearchParams({ store, ttlValue: value === null ? 'null' : value });
   let resp;

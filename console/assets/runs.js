@@ -73,7 +73,8 @@ function runRow(run) {
     h('td', {}, storeLabels[run.store] || run.store),
     h('td', {}, run.scheduledFor ? time(Date.parse(run.scheduledFor)) : '—'),
     h('td', { className: 'num' }, `${count(run.progress.datasetsDone)} of ${count(run.progress.datasetsTotal)}`),
-    h('td', { className: 'num' }, count(run.progress.rowsDeleted)),
+    // A dry run deletes nothing: its count is what it would delete, and says so.
+    h('td', { className: 'num' }, run.dryRun ? `none (${count(run.progress.rowsDeleted)} to delete)` : count(run.progress.rowsDeleted)),
     h('td', { className: 'num' }, duration(run)));
 }
 
@@ -159,13 +160,22 @@ async function runView(main, id) {
   }
 }
 
-// datasetNames fills names with the names of the run's datasets not yet known (one request each, once per view).
+// datasetNames fills names with the names of the run's datasets not yet known (one request each, once per view):
+// a name, or null for a dataset deleted since (404), or undefined when it could not be read.
 async function datasetNames(run, names) {
   const missing = run.datasets.map((d) => d.datasetId).filter((id) => !names.has(id)).slice(0, 50);
   await Promise.all(missing.map(async (id) => {
     const resp = await api(`/dataSets/${encodeURIComponent(id)}?properties=name`);
-    names.set(id, resp.ok && resp.data[id] ? resp.data[id].name : id);
+    names.set(id, resp.ok && resp.data[id] ? resp.data[id].name : resp.status === 404 ? null : undefined);
   }));
+}
+
+// datasetCell names a run's dataset: a link to its page, "deleted dataset" with its id once it is gone, or the id.
+function datasetCell(id, names) {
+  const name = names.get(id);
+  if (name === null) return h('span', { className: 'ds-deleted' }, 'Deleted dataset ', h('code', {}, id));
+  if (name === undefined) return h('code', {}, id);
+  return h('a', { className: 'ds-link', href: `#/datasets/${encodeURIComponent(id)}` }, name);
 }
 
 function drawRun(main, run, names) {
@@ -190,10 +200,10 @@ function drawRun(main, run, names) {
     h('h2', {}, 'Datasets'),
     run.datasets.length ? h('div', { className: 'table-wrap' }, h('table', { className: 'inventory', id: 'run-parts' },
       h('caption', { className: 'visually-hidden' }, 'Each dataset\'s part of the run'),
-      h('thead', {}, h('tr', {}, ['Dataset', 'Status', 'TTL', 'Rows deleted', 'Partitions dropped', 'Error']
+      h('thead', {}, h('tr', {}, ['Dataset', 'Status', 'TTL', run.dryRun ? 'Rows to delete' : 'Rows deleted', run.dryRun ? 'Partitions to drop' : 'Partitions dropped', 'Error']
         .map((c, i) => h('th', { scope: 'col', className: i === 3 || i === 4 ? 'num' : '' }, c)))),
       h('tbody', {}, run.datasets.map((d) => h('tr', { 'data-id': d.datasetId, 'data-status': d.status },
-        h('th', { scope: 'row' }, names.get(d.datasetId) || d.datasetId),
+        h('th', { scope: 'row' }, datasetCell(d.datasetId, names)),
         h('td', {}, statusBadge(d.status), d.status === 'held' ? h('span', { className: 'muted' }, ' under a legal hold: nothing deleted') : null),
         h('td', {}, d.ttlValue === null ? 'Keep forever' : d.ttlValue),
         h('td', { className: 'num' }, count(d.rowsDeleted)),

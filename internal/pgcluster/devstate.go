@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,7 +18,8 @@ import (
 // (.data, or /var/tmp/retentiond-<hash>: see DevDataDir):
 //
 //   - database_url holds the URL of the dev database (mode 0600), so that retentionctl, run from a second shell
-//     with DATABASE_URL unset, reaches the same database without being told its port, which changes every run;
+//     with DATABASE_URL unset, reaches the same database without being told its port (DevPort's, unless another
+//     process held it at the start);
 //   - retentiond.lock is locked (flock) by the process that owns the cluster for as long as it runs, and holds its
 //     pid. The kernel releases the lock when that process ends, however it ends, so a cluster that runs while
 //     nobody holds the lock was left behind by a crash (kill -9): the next StartDev takes it over and stops it
@@ -41,7 +43,36 @@ type Dev struct {
 	ownerPID int      // the other owner's pid, when lock is nil (0 if unknown)
 	tookOver bool
 	log      *slog.Logger
+	// usualPort is the checkout's port (DevPort).
+	usualPort int
 }
+
+// The range of DevPort: below Linux's ephemeral ports (32768 and up), where the kernel hands out the ports of
+// outgoing connections and of freePort, and above the well-known servers' (PostgreSQL's 5432 included).
+const (
+	devPortBase = 20000
+	devPortSpan = 10000
+)
+
+// DevPort is the port of the dev cluster whose data folder is dataDir: a hash of the folder's path into
+// [devPortBase, devPortBase+devPortSpan), so that each checkout's `make run` listens on the same port at every start
+// and an exported DATABASE_URL keeps working, while two checkouts rarely want the same one. StartDev takes a free
+// port instead when another process listens there.
+func DevPort(dataDir string) int {
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(dataDir))
+	return devPortBase + int(h.Sum32()%devPortSpan)
+}
+
+// UsualPort reports whether the cluster listens on the checkout's port (DevPort): false when another process held
+// it as the cluster started, or a cluster left running from before listens elsewhere.
+func (d *Dev) UsualPort() bool { return d.cluster.port == d.usualPort }
+
+// Port is the port the cluster listens on, and the checkout's usual one (DevPort).
+func (d *Dev) Port() (now, usual int) { return d.cluster.port, d.usualPort }
 
 // StartDev makes sure the dev cluster whose data folder is dataDir runs, creates database in it unless it exists,
 // and writes the database's URL to the state folder. A cluster already running there is taken over when the
@@ -62,7 +93,8 @@ func StartDev(ctx context.Context, dataDir, database string, logger *slog.Logger
 	if d.lock, d.ownerPID, err = lockDev(state); err != nil {
 		return nil, fmt.Errorf("start dev postgres in %s: %w", dataDir, err)
 	}
-	if d.cluster, err = Start(ctx, Config{DataDir: dataDir, Logger: logger}); err != nil {
+	d.usualPort = DevPort(dataDir)
+	if d.cluster, err = Start(ctx, Config{DataDir: dataDir, Logger: logger, PreferredPort: d.usualPort}); err != nil {
 		d.unlock()
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,4 +165,36 @@ func TestDevCheckout(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "go.mod"), []byte("module x\n"), 0o600))
 	require.Equal(t, root, DevCheckout(sub), "from a subfolder, the checkout's root")
 	require.Equal(t, root, DevCheckout(root))
+}
+
+// A checkout's dev cluster listens on the same port at every start (DevPort of its data folder), so that a copied
+// DATABASE_URL keeps working; when another process holds that port, it takes a free one and says so.
+func TestDevPortIsStablePerCheckout(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "state", "postgres")
+	want := DevPort(dataDir)
+	require.Equal(t, want, DevPort(dataDir), "a function of the folder")
+	require.NotEqual(t, want, DevPort(dataDir+"-other"), "another checkout, another port (for these two)")
+	require.GreaterOrEqual(t, want, devPortBase)
+	require.Less(t, want, devPortBase+devPortSpan)
+
+	ctx := t.Context()
+	for range 2 {
+		d, err := StartDev(ctx, dataDir, "retention", testLogger(t))
+		require.NoError(t, err)
+		require.Equal(t, want, d.Cluster().Port(), "the checkout's port, start after start")
+		require.True(t, d.UsualPort())
+		require.NoError(t, d.Stop(ctx))
+	}
+
+	// Someone else holds the port: the cluster starts on another one rather than failing.
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", want))
+	require.NoError(t, err)
+	defer l.Close()
+	d, err := StartDev(ctx, dataDir, "retention", testLogger(t))
+	require.NoError(t, err)
+	require.NotEqual(t, want, d.Cluster().Port())
+	require.False(t, d.UsualPort())
+	require.NoError(t, d.Stop(ctx))
 }

@@ -56,6 +56,9 @@ type Config struct {
 	// Port is the TCP port on 127.0.0.1; 0 picks a free one. A cluster
 	// that is already running in DataDir keeps the port it has.
 	Port int
+	// PreferredPort, with Port 0, is the port tried first; when something else listens there, a free one is
+	// taken instead.
+	PreferredPort int
 	// BinDir holds the PostgreSQL server binaries. "" finds them:
 	// `pg_config --bindir`, then the newest /usr/lib/postgresql/*/bin, then
 	// PATH.
@@ -274,6 +277,9 @@ func (c *Cluster) startServer(ctx context.Context, cfg Config) (*Cluster, error)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		port := cfg.Port
+		if port == 0 && attempt == 1 && cfg.PreferredPort != 0 && portFree(ctx, cfg.PreferredPort) {
+			port = cfg.PreferredPort
+		}
 		if port == 0 {
 			p, err := freePort(ctx)
 			if err != nil {
@@ -336,6 +342,17 @@ func (c *Cluster) abandon() {
 	if out, err := c.serverTool(ctx, "pg_ctl", "-D", c.dataDir, "-m", "immediate", "-w", "stop"); err != nil {
 		c.log.Warn("could not stop postgres after a failed start", "dir", c.dataDir, "error", err, "output", out)
 	}
+}
+
+// portFree reports whether nothing listens on the loopback port now.
+func portFree(ctx context.Context, port int) bool {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 // freePort asks the kernel for a free loopback port. Another process can
