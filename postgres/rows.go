@@ -699,40 +699,39 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 }
 
 // rowQuery is a page of the dataset's unexpired rows (with IncludeExpired, of all its stored rows, the expired ones
-// marked), read through the store's parent table from the partitions that hold them (parts).
+// marked), read through the store's parent table from the partitions that hold them (parts). Its arguments are
+// named (pgx.StrictNamedArgs), as the expiry fragments it splices name theirs.
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
-	args := []any{datasetID, now}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	expired := expiredInDataset(f.Store, "$2::timestamptz")
-	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired}
+	args := pgx.StrictNamedArgs{"dataset": datasetID, "at": now, "limit": f.Limit}
+	where := []string{"r.dataset_id = @dataset", parts.sql()}
+	expired, hist := "false", ""
 	if f.IncludeExpired {
-		where = where[:2]
+		hist, expired = expiredJoined(f.Store)
 	} else {
-		expired = "false"
+		where = append(where, "NOT "+expiredInDataset(f.Store))
 	}
 	if hiddenThrough != nil {
-		where = append(where, "r.ts > "+arg(*hiddenThrough))
+		where, args["hidden_through"] = append(where, "r.ts > @hidden_through"), *hiddenThrough
 	}
 	if f.Start != nil {
-		where = append(where, "r.ts >= "+arg(*f.Start))
+		where, args["start"] = append(where, "r.ts >= @start"), *f.Start
 	}
 	if f.End != nil {
-		where = append(where, "r.ts < "+arg(*f.End))
+		where, args["end"] = append(where, "r.ts < @end"), *f.End
 	}
 	if f.After != nil {
-		where = append(where, "(r.ts, r.row_id) > ("+arg(f.After.Timestamp)+"::timestamptz, "+arg(f.After.ID)+"::text)")
+		where = append(where, "(r.ts, r.row_id) > (@after_ts::timestamptz, @after_id::text)")
+		args["after_ts"], args["after_id"] = f.After.Timestamp, f.After.ID
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
        ` + currentExpiry + `, ` + expired + `
 FROM ` + storeTable(f.Store) + ` r
 ` + joinCurrentSetting(f.Store) + `
+` + hist + `
 WHERE ` + strings.Join(where, " AND ") + `
 ORDER BY r.ts, r.row_id
-LIMIT ` + arg(f.Limit)
-	return query, args
+LIMIT @limit`
+	return query, []any{args}
 }
 
 // DeleteRow implements catalog.RowService.
