@@ -62,14 +62,36 @@ type statementRecorder struct {
 	copies map[string][]string // path → tables COPY wrote to
 }
 
-// TraceQueryStart implements pgx.QueryTracer.
-func (r *statementRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+// TraceQueryStart implements pgx.QueryTracer. A statement with named arguments is recorded as pgx sends it, with
+// its parameters numbered.
+func (r *statementRecorder) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.path != "" {
-		r.stmts = append(r.stmts, recordedStatement{path: r.path, sql: data.SQL, args: statementArgs(data.Args)})
+		sql, args := data.SQL, statementArgs(data.Args)
+		if rw := queryRewriter(data.Args); rw != nil {
+			var err error
+			if sql, args, err = rw.RewriteQuery(ctx, conn, sql, args); err != nil {
+				sql = "-- " + err.Error() // fails to plan, naming the error
+			}
+		}
+		r.stmts = append(r.stmts, recordedStatement{path: r.path, sql: sql, args: args})
 	}
 	return ctx
+}
+
+// queryRewriter returns the rewriter (pgx.NamedArgs) among the options in front of a statement's arguments, if any.
+func queryRewriter(args []any) pgx.QueryRewriter {
+	for _, a := range args {
+		switch a := a.(type) {
+		case pgx.QueryRewriter:
+			return a
+		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			continue
+		}
+		return nil
+	}
+	return nil
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.

@@ -123,14 +123,35 @@ func periodOf(ttl pgtype.Interval) *retention.Period {
 // the walk through the history, and not even those when currentTTL, SQL for the store's TTL in force (where a
 // statement knows it once for all its rows; NULL::interval where it does not), has expired them: that is the
 // walk's own test for the setting in force, tried first because after a TTL is shortened it settles most rows.
-func expiredPredicate(store catalog.Store, now, soleSetting, currentTTL string) string {
-	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= ` + now + ` ELSE (NOT r.never_expires AND (
-    (` + currentTTL + ` IS NOT NULL AND COALESCE(r.own_expiry, r.ts + ` + currentTTL + `) <= ` + now + `)
-    OR EXISTS (
+//
+// The fragments of this file name their parameters (pgx.NamedArgs): @at is the evaluation time, @grace the
+// ingestion grace, @dataset the one dataset of a statement about one; a statement that splices them passes those
+// names, whatever else it numbers.
+func expiredPredicate(store catalog.Store, soleSetting, currentTTL string) string {
+	return expiredCase(soleSetting, currentTTL, `EXISTS (
     SELECT 1 FROM ttl_settings h
-    WHERE h.dataset_id = r.dataset_id AND h.store = '` + string(store) + `' AND h.ttl IS NOT NULL
+    WHERE `+settingExpired(store)+`)`)
+}
+
+// expiredCase is expiredPredicate's verdict, with earlier SQL that is true when a setting of the history expired
+// the row (settingExpired); it is read only for rows the setting in force does not settle.
+func expiredCase(soleSetting, currentTTL, earlier string) string {
+	return `(CASE WHEN ` + soleSetting + ` THEN r.placed_expiry <= @at::timestamptz ELSE (NOT r.never_expires AND (
+    ` + expiredByCurrent(currentTTL) + `
+    OR ` + earlier + `)) END)`
+}
+
+// expiredByCurrent is the walk's test for the setting in force, whose TTL is currentTTL (SQL).
+func expiredByCurrent(currentTTL string) string {
+	return `(` + currentTTL + ` IS NOT NULL AND COALESCE(r.own_expiry, r.ts + ` + currentTTL + `) <= @at::timestamptz)`
+}
+
+// settingExpired is the history walk's term for a setting h of the row's store: it has a TTL, was not replaced
+// before the row arrived, and expired the row by its end or @at, whichever is first.
+func settingExpired(store catalog.Store) string {
+	return `h.dataset_id = r.dataset_id AND h.store = '` + string(store) + `' AND h.ttl IS NOT NULL
       AND (h.effective_until IS NULL OR h.effective_until > r.ingested_at)
-      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, ` + now + `), ` + now + `)))) END)`
+      AND COALESCE(r.own_expiry, r.ts + h.ttl) <= LEAST(COALESCE(h.effective_until, @at::timestamptz), @at::timestamptz)`
 }
 
 // soleSettingSQL is retention.SettingAlone for a row r under the current setting whose columns are given (its TTL,
@@ -143,41 +164,52 @@ func soleSettingSQL(ttl, ttlUntil, expiredThrough string) string {
         OR (r.own_expiry IS NOT NULL AND ` + ttl + ` IS NOT NULL))`
 }
 
-// currentOf is SQL for a column of the setting in force of dataset $1's store, looked up once per statement (an
-// InitPlan), not per row.
+// currentOf is SQL for a column of the setting in force of dataset @dataset's store, looked up once per statement
+// (an InitPlan), not per row.
 func currentOf(store catalog.Store, col string) string {
-	return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = $1 AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
+	return `(SELECT c.` + col + ` FROM ttl_settings c WHERE c.dataset_id = @dataset AND c.store = '` + string(store) + `' AND c.effective_until IS NULL)`
 }
 
-// expiredInDataset is expiredPredicate (retention.Expired) for queries about one dataset, $1: the shortcut applies
-// to rows stored under the setting in force.
-func expiredInDataset(store catalog.Store, now string) string {
+// expiredInDataset is expiredPredicate (retention.Expired) at @at for queries about one dataset, @dataset: the
+// shortcut applies to rows stored under the setting in force.
+func expiredInDataset(store catalog.Store) string {
 	sole := `r.setting_id = ` + currentOf(store, "id") + ` AND ` +
 		soleSettingSQL(currentOf(store, "ttl"), currentOf(store, "earlier_ttl_until"), currentOf(store, "earlier_expired_through"))
-	return expiredPredicate(store, now, sole, currentOf(store, "ttl"))
+	return expiredPredicate(store, sole, currentOf(store, "ttl"))
 }
 
-// expiredUnderRowSetting is expiredPredicate (retention.Expired) for a statement that joins each row's own setting
-// as h (h.id = r.setting_id), across datasets: the shortcut applies when that setting is still in force.
-func expiredUnderRowSetting(store catalog.Store, now string) string {
-	return expiredPredicate(store, now, "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
+// expiredJoined is expiredInDataset for the select list of a page that shows the expired rows as well, marked,
+// written with joins rather than subqueries, which a store distributed by dataset cannot run in a select list
+// (docs/scaling.md): the setting in force is the page's join cur (joinCurrentSetting), and the history walk is the
+// lateral join it returns, hist, which probes the history only for a row that the setting in force does not settle,
+// as the predicate's EXISTS is evaluated only for those.
+func expiredJoined(store catalog.Store) (join, flag string) {
+	sole := `(r.setting_id = cur.id AND ` + soleSettingSQL("cur.ttl", "cur.earlier_ttl_until", "cur.earlier_expired_through") + `)`
+	join = `LEFT JOIN LATERAL (SELECT true AS expired FROM ttl_settings h
+    WHERE ` + sole + ` IS NOT TRUE AND NOT r.never_expires AND ` + expiredByCurrent("cur.ttl") + ` IS NOT TRUE
+      AND ` + settingExpired(store) + ` LIMIT 1) hist ON true`
+	return join, expiredCase(sole, "cur.ttl", "hist.expired IS NOT NULL")
+}
+
+// expiredUnderRowSetting is expiredPredicate (retention.Expired) at @at for a statement that joins each row's own
+// setting as h (h.id = r.setting_id), across datasets: the shortcut applies when that setting is still in force.
+func expiredUnderRowSetting(store catalog.Store) string {
+	return expiredPredicate(store, "h.effective_until IS NULL AND "+soleSettingSQL("h.ttl", "h.earlier_ttl_until", "h.earlier_expired_through"),
 		"(CASE WHEN h.effective_until IS NULL THEN h.ttl END)")
 }
 
-// pastGrace is the grace term of retention.Deletable for a row r: it was ingested at least grace before now.
-func pastGrace(now, grace string) string {
-	return `r.ingested_at + ` + grace + ` <= ` + now
-}
+// pastGrace is the grace term of retention.Deletable for a row r: it was ingested at least @grace before @at.
+const pastGrace = `r.ingested_at + @grace::interval <= @at`
 
-// deletableInDataset is retention.Deletable for queries about one dataset, $1, at $2 with grace $3.
+// deletableInDataset is retention.Deletable for queries about one dataset, @dataset, at @at with grace @grace.
 func deletableInDataset(store catalog.Store) string {
-	return pastGrace("$2", "$3::interval") + ` AND ` + expiredInDataset(store, "$2::timestamptz")
+	return pastGrace + ` AND ` + expiredInDataset(store)
 }
 
-// expiredUnder is retention.Row.ExpiredUnder for a row r and a TTL in force since before it arrived (SQL; NULL:
-// none, so never): unless the row never expires, its expiry has come by now.
-func expiredUnder(ttl, now string) string {
-	return `(` + ttl + ` IS NOT NULL AND NOT r.never_expires AND COALESCE(r.own_expiry, r.ts + ` + ttl + `) <= ` + now + `)`
+// expiredUnder is retention.Row.ExpiredUnder at @at for a row r and a TTL in force since before it arrived (SQL;
+// NULL: none, so never): unless the row never expires, its expiry has come by then.
+func expiredUnder(ttl string) string {
+	return `(` + ttl + ` IS NOT NULL AND NOT r.never_expires AND COALESCE(r.own_expiry, r.ts + ` + ttl + `) <= @at)`
 }
 
 // currentExpiry is the expiry a read shows for a row r, retention.Row.Placed under the TTL in force (the setting
@@ -190,14 +222,14 @@ func joinCurrentSetting(store catalog.Store) string {
 }
 
 // groupDeletable is true for a counter group st (one dataset d's rows placed in partition p under setting h) every
-// row of which is deletable at $1 with grace $2, from the counters alone: its dataset was deleted by then, or its
+// row of which is deletable at @at with grace @grace, from the counters alone: its dataset was deleted by then, or its
 // rows were placed under a TTL with placed expiries before the partition's end, which has come, under a setting
 // still in force at that end (a later, longer TTL may keep some rows) and all ingested at least the grace ago.
 // retention.Deletable holds for each such row: its expiry under h came before h ended, after it arrived.
-const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= $1)
-    OR (h.ttl IS NOT NULL AND p.upper_bound <= $1
+const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
+    OR (h.ttl IS NOT NULL AND p.upper_bound <= @at
         AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound)
-        AND st.max_ingested_at + $2::interval <= $1)`
+        AND st.max_ingested_at + @grace::interval <= @at)`
 
 // laterGroupMayExpire is true for a counter group (as in groupDeletable) placed after an evaluation time that may
 // still hold rows expired by then: a deleted dataset's, or those of a setting that has ended (a shorter TTL since,
@@ -215,14 +247,14 @@ const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS N
              OR coalesce(st.min_ts, '-infinity') <= h.earlier_expired_through)))`
 
 // deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
-// delete, with its arguments ($1 is the dataset; the caller numbers its own from len(args)+1), and none=true when
+// delete, with its named arguments (@dataset and those it uses; the caller adds its own names), and none=true when
 // no row can be deletable. Every row of a dataset deleted by the sweep's time goes; otherwise the rows
 // retention.Deletable keeps (deletableInDataset), and, when the history gives one, only those with an event time
 // at or before the last one any setting can have expired (retention.LastExpiredEvent; no bound where rows have
 // overrides, whose expiry does not follow their event time). The bound is a conjunct of its own so that it narrows
 // the index scan on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for
 // every batch.
-func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (cond string, args []any, none bool, err error) {
+func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (cond string, args pgx.NamedArgs, none bool, err error) {
 	store := sw.Store
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
@@ -232,10 +264,10 @@ func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (
 		return "", nil, false, err
 	}
 	if deleted {
-		return `r.dataset_id = $1`, []any{datasetID}, false, nil
+		return `r.dataset_id = @dataset`, pgx.NamedArgs{"dataset": datasetID}, false, nil
 	}
-	cond = `r.dataset_id = $1 AND ` + deletableInDataset(store)
-	args = []any{datasetID, sw.At, sw.Grace.Interval()}
+	cond = `r.dataset_id = @dataset AND ` + deletableInDataset(store)
+	args = pgx.NamedArgs{"dataset": datasetID, "at": sw.At, "grace": sw.Grace.Interval()}
 	if overrides {
 		return cond, args, false, nil
 	}
@@ -247,7 +279,8 @@ func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (
 	if !ok {
 		return "", nil, true, nil
 	}
-	return `r.ts <= $4 AND ` + cond, append(args, last), false, nil
+	args["last"] = last
+	return `r.ts <= @last AND ` + cond, args, false, nil
 }
 
 // hasOverrides reports whether the store of the dataset has ever held a row with its own expiry (row_overrides),

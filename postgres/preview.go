@@ -87,20 +87,21 @@ type previewQuestion struct {
 	hypothetical *retention.Period
 }
 
-// countedSQL is the preview's rule for one row, the run's rule plus the hypothetical TTL: $2 the evaluation time,
-// $3 the grace, $4 the hypothetical TTL (NULL: none).
+// countedSQL is the preview's rule for one row, the run's rule plus the hypothetical TTL: @at the evaluation time,
+// @grace the grace, @hypothetical the hypothetical TTL (NULL: none).
 func (q previewQuestion) countedSQL() string {
-	return pastGrace("$2", "$3::interval") + ` AND (` + expiredInDataset(q.store, "$2::timestamptz") + `
-        OR ` + expiredUnder("$4::interval", "$2") + `)`
+	return pastGrace + ` AND (` + expiredInDataset(q.store) + `
+        OR ` + expiredUnder("@hypothetical::interval") + `)`
 }
 
-func (q previewQuestion) args(datasetID string) []any {
+// args are countedSQL's named arguments for the dataset.
+func (q previewQuestion) args(datasetID string) pgx.StrictNamedArgs {
 	var hyp *string
 	if q.hypothetical != nil {
 		v := q.hypothetical.Interval()
 		hyp = &v
 	}
-	return []any{datasetID, q.at, q.grace.Interval(), hyp}
+	return pgx.StrictNamedArgs{"dataset": datasetID, "at": q.at, "grace": q.grace.Interval(), "hypothetical": hyp}
 }
 
 // previewGroup is one counter: the rows of the dataset placed in a partition under a setting.
@@ -121,7 +122,7 @@ func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string,
 	}
 	if overrides {
 		err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+q.countedSQL()+`), count(*) FROM `+storeTable(q.store)+
-			` r WHERE r.dataset_id = $1 AND `+parts.sql(), append([]any{pgx.QueryExecModeExec}, q.args(datasetID)...)...).Scan(&counted, &stored)
+			` r WHERE r.dataset_id = @dataset AND `+parts.sql(), pgx.QueryExecModeExec, q.args(datasetID)).Scan(&counted, &stored)
 		return counted, stored, err
 	}
 	history, err := settingsHistory(ctx, tx, datasetID, q.store)
@@ -212,9 +213,11 @@ func (q previewQuestion) countGroup(ctx context.Context, tx pgx.Tx, datasetID st
 	case farPartition:
 		part = partitionFilter{{lower: &farBoundary}}
 	}
+	args := q.args(datasetID)
+	args["setting"], args["possible"] = g.settingID, possible
 	err := tx.QueryRow(ctx, `SELECT count(*) FROM `+storeTable(q.store)+` r
-WHERE r.dataset_id = $1 AND `+part.sql()+` AND r.setting_id = $5 AND r.ts <= $6 AND `+q.countedSQL(),
-		append([]any{pgx.QueryExecModeExec}, append(q.args(datasetID), g.settingID, possible)...)...).Scan(&n)
+WHERE r.dataset_id = @dataset AND `+part.sql()+` AND r.setting_id = @setting AND r.ts <= @possible AND `+q.countedSQL(),
+		pgx.QueryExecModeExec, args).Scan(&n)
 	return n, err
 }
 

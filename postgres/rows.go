@@ -776,57 +776,56 @@ func (s *RowService) FindRows(ctx context.Context, c *catalog.Caller, datasetID 
 
 // rowQuery is a page of the dataset's current, unexpired rows (with IncludeExpired, of all its stored rows, the
 // expired ones marked, and the versions a hold kept), read through the store's parent table from the partitions
-// that hold them (parts).
+// that hold them (parts). Its arguments are named (pgx.StrictNamedArgs), as the expiry fragments it splices name
+// theirs.
 func rowQuery(datasetID string, f catalog.RowFilter, now time.Time, hiddenThrough *time.Time, parts partitionFilter) (string, []any) {
-	args := []any{datasetID, now}
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	expired := expiredInDataset(f.Store, "$2::timestamptz")
-	where := []string{"r.dataset_id = $1", parts.sql(), "NOT " + expired, "r.replaced_at IS NULL"}
+	args := pgx.StrictNamedArgs{"dataset": datasetID, "at": now, "limit": f.Limit}
+	where := []string{"r.dataset_id = @dataset", parts.sql()}
+	expired, hist := "false", ""
 	order := "r.ts, r.row_id"
 	if f.IncludeExpired {
-		where = where[:2]
+		hist, expired = expiredJoined(f.Store)
 		order += ", " + versionOrder
 	} else {
-		expired = "false"
+		where = append(where, "NOT "+expiredInDataset(f.Store), "r.replaced_at IS NULL")
 	}
 	if hiddenThrough != nil {
-		where = append(where, "r.ts > "+arg(*hiddenThrough))
+		where, args["hidden_through"] = append(where, "r.ts > @hidden_through"), *hiddenThrough
 	}
 	if f.Start != nil {
-		where = append(where, "r.ts >= "+arg(*f.Start))
+		where, args["start"] = append(where, "r.ts >= @start"), *f.Start
 	}
 	if f.End != nil {
-		where = append(where, "r.ts < "+arg(*f.End))
+		where, args["end"] = append(where, "r.ts < @end"), *f.End
 	}
 	if f.After != nil {
-		where = append(where, afterCursor(f, arg))
+		where = append(where, afterCursor(f, args))
 	}
 	query := `SELECT r.row_id, r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.payload,
        ` + currentExpiry + `, ` + expired + `, r.replaced_at
 FROM ` + storeTable(f.Store) + ` r
 ` + joinCurrentSetting(f.Store) + `
+` + hist + `
 WHERE ` + strings.Join(where, " AND ") + `
 ORDER BY ` + order + `
-LIMIT ` + arg(f.Limit)
-	return query, args
+LIMIT @limit`
+	return query, []any{args}
 }
 
 // versionOrder orders the versions of one (ts, _id) in an IncludeExpired read: those a hold kept by when they were
 // replaced, the current one last. Only such reads need it: a read of current rows holds one per _id.
 const versionOrder = `coalesce(r.replaced_at, 'infinity')`
 
-// afterCursor is the keyset condition of a page after the cursor, its values added with arg.
-func afterCursor(f catalog.RowFilter, arg func(any) string) string {
-	after := arg(f.After.Timestamp) + "::timestamptz, " + arg(f.After.ID) + "::text"
+// afterCursor is the keyset condition of a page after the cursor, its values added to args.
+func afterCursor(f catalog.RowFilter, args pgx.StrictNamedArgs) string {
+	args["after_ts"], args["after_id"] = f.After.Timestamp, f.After.ID
+	after := "@after_ts::timestamptz, @after_id::text"
 	if !f.IncludeExpired {
 		return "(r.ts, r.row_id) > (" + after + ")"
 	}
 	replaced := "'infinity'"
 	if f.After.ReplacedAt != nil {
-		replaced = arg(*f.After.ReplacedAt)
+		replaced, args["after_replaced"] = "@after_replaced", *f.After.ReplacedAt
 	}
 	return "(r.ts, r.row_id, " + versionOrder + ") > (" + after + ", " + replaced + "::timestamptz)"
 }

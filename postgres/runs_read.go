@@ -12,9 +12,13 @@ import (
 
 // runScope keeps a caller to the runs it may see: every scheduled run, which covers every org and sandbox (so an org
 // with nothing to delete still sees that this week's run ran, with an empty part), the manual runs started in its
-// org and sandbox, and runs with a part there.
-const runScope = `(r.trigger = 'schedule' OR (r.org_id = $1 AND r.sandbox_name = $2)
-    OR EXISTS (SELECT 1 FROM retention_run_datasets rd WHERE rd.run_id = r.id AND rd.org_id = $1 AND rd.sandbox_name = $2))`
+// org and sandbox (@org, @sandbox), and runs with a part there. The parts are an uncorrelated subquery, which a
+// store distributed by dataset can run where it cannot run one correlated on the run's id (docs/scaling.md); parts
+// narrows the parts it reads (SQL on rd), so that a lookup of one run reads that run's parts only.
+func runScope(parts string) string {
+	return `(r.trigger = 'schedule' OR (r.org_id = @org AND r.sandbox_name = @sandbox)
+    OR r.id IN (SELECT rd.run_id FROM retention_run_datasets rd WHERE rd.org_id = @org AND rd.sandbox_name = @sandbox AND ` + parts + `))`
+}
 
 const runColumns = `r.id, r.store, r.trigger, r.scheduled_for, COALESCE(r.org_id, ''), COALESCE(r.sandbox_name, ''),
        r.dataset_ids, r.dry_run, r.status, r.evaluated_at, r.created_at, r.started_at, r.finished_at, COALESCE(r.error, '')`
@@ -34,8 +38,8 @@ func (s *RunRepository) FindRun(ctx context.Context, c *catalog.Caller, id strin
 	if !isUUID(id) {
 		return nil, catalog.Invalid("invalid-run-id", "runId", "run id %q must be a UUID", id)
 	}
-	run, err := scanRun(s.db.Pool.QueryRow(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope+` AND r.id = $3`,
-		c.Org, c.Sandbox, id))
+	run, err := scanRun(s.db.Pool.QueryRow(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope("rd.run_id = @id")+` AND r.id = @id`,
+		pgx.StrictNamedArgs{"org": c.Org, "sandbox": c.Sandbox, "id": id}))
 	if err != nil {
 		return nil, translate(err, "run "+id+" was not found")
 	}
@@ -48,8 +52,9 @@ func (s *RunRepository) FindRun(ctx context.Context, c *catalog.Caller, id strin
 // FindRuns implements jobs.RunRepository.
 func (s *RunRepository) FindRuns(ctx context.Context, c *catalog.Caller, f catalog.RunFilter) (_ []*catalog.Run, err error) {
 	defer outage(&err)
-	rows, err := s.db.Pool.Query(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope+`
-		ORDER BY r.created_at DESC, r.id LIMIT $3 OFFSET $4`, c.Org, c.Sandbox, f.Limit, f.Offset)
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+runColumns+` FROM retention_runs r WHERE `+runScope("true")+`
+		ORDER BY r.created_at DESC, r.id LIMIT @limit OFFSET @offset`,
+		pgx.StrictNamedArgs{"org": c.Org, "sandbox": c.Sandbox, "limit": f.Limit, "offset": f.Offset})
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}

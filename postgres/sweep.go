@@ -18,30 +18,33 @@ import (
 type sweepQueries struct{ db *DB }
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
-// with a whole drop of partition p at $1 with grace $2: its dataset is live and either the partition's range has
+// with a whole drop of partition p at @at with grace @grace: its dataset is live and either the partition's range has
 // not ended (its rows are not all expired), its setting changed before the range ended (a longer TTL may keep some
 // rows), it was placed under no TTL, it arrived too recently for the ingestion grace, or it is outside the run's
-// scope ($3, NULL = all). So a partition of any range goes whole when it holds only rows of deleted datasets, or
+// scope (@scope, NULL = all). So a partition of any range goes whole when it holds only rows of deleted datasets, or
 // none: the empty partitions a deleted dataset or a run's deletes leave do not stay attached. The past partition's
 // range ends before any row in it was stored, and every row in it had expired under its setting when it arrived.
 const badGroupCondition = `st.row_count > 0 AND NOT (
     ` + groupDeletable + `)
-    OR ($3::text[] IS NOT NULL AND NOT st.dataset_id = ANY($3::text[]))`
+    OR (@scope::text[] IS NOT NULL AND NOT st.dataset_id = ANY(@scope::text[]))`
 
-// droppableCondition is true for a partition part that a drop may take, with the datasets under an active legal
-// hold in $5: no group of a dataset without a hold is bad (badGroupCondition), and the held datasets' rows, which the
-// drop carries into a fresh partition of the same range (carryHeld), are no more than the rows that leave with it.
-// Where they are more, copying them would cost more than the walk, which deletes the others in place and holds no
-// lock on the store's parent meanwhile. A partition that holds only held rows is therefore never taken: there is
-// nothing to remove. With no hold anywhere, the condition is badGroupCondition's alone.
-const droppableCondition = `NOT EXISTS (SELECT 1 ` + groupJoins + ` WHERE st.partition_name = part.name
-      AND NOT st.dataset_id = ANY($5::text[]) AND (` + badGroupCondition + `))
-  AND (cardinality($5::text[]) = 0
-       OR NOT EXISTS (SELECT 1 FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0
-                      AND k.dataset_id = ANY($5::text[]))
-       OR (SELECT coalesce(sum(k.row_count) FILTER (WHERE k.dataset_id = ANY($5::text[])), 0)
-                  <= coalesce(sum(k.row_count) FILTER (WHERE NOT k.dataset_id = ANY($5::text[])), 0)
-           FROM row_stats k WHERE k.partition_name = part.name AND k.row_count > 0))`
+// undroppable lists, of the partitions whose rows p (row_partitions) meet filter (SQL), those that a drop may not
+// take, with the datasets under an active legal hold in @held: a partition that has a bad group (badGroupCondition)
+// of a dataset without a hold, or whose held rows, which the drop carries into a fresh partition of the same range
+// (carryHeld), are more than the rows that leave with it. Where they are more, copying them would cost more than the
+// walk, which deletes the others in place and holds no lock on the store's parent meanwhile. A partition that holds
+// only held rows is therefore never taken: there is nothing to remove. A partition with no counters is in no group,
+// so a drop may take it. It is one aggregate per partition (GROUP BY … HAVING bool_and) rather than a subquery
+// correlated on the partition's name, which a store distributed by dataset cannot run (docs/scaling.md); a NULL
+// verdict of a group, which the correlated form did not count as bad, bool_and skips.
+func undroppable(filter string) string {
+	return `SELECT st.partition_name ` + groupJoins + `
+WHERE ` + filter + `
+GROUP BY st.partition_name
+HAVING NOT (coalesce(bool_and(st.dataset_id = ANY(@held::text[]) OR NOT (` + badGroupCondition + `)), true)
+    AND coalesce(sum(st.row_count) FILTER (WHERE st.row_count > 0 AND st.dataset_id = ANY(@held::text[])), 0)
+        <= coalesce(sum(st.row_count) FILTER (WHERE st.row_count > 0 AND NOT st.dataset_id = ANY(@held::text[])), 0))`
+}
 
 // groupJoins joins each counter group st with its partition p, its dataset d and its placement setting h. The
 // setting is joined by its dataset as well as its id (the same row: a group's setting is its dataset's), so that no
@@ -95,8 +98,8 @@ func (s *sweepQueries) DroppablePartitions(ctx context.Context, sw Sweep) ([]str
 	}
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
-WHERE part.store = $4 AND `+droppableCondition+`
-ORDER BY part.lower_bound`, sw.At, sw.Grace.Interval(), sweepScope(sw), sw.Store, held)
+WHERE part.store = @store AND part.name NOT IN (`+undroppable("p.store = @store")+`)
+ORDER BY part.lower_bound`, pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "store": sw.Store, "held": held})
 	if err != nil {
 		return nil, fmt.Errorf("find droppable partitions: %w", err)
 	}
@@ -240,14 +243,20 @@ type droppable struct {
 }
 
 // droppableCounts returns what of the partitions still qualifies for a drop, from the counters, with the datasets
-// under a hold (held) carried rather than counted.
+// under a hold (held) carried rather than counted. Each partition that qualifies comes as a row of its own, and its
+// counters as rows beside it (a union rather than an outer join of row_partitions with row_stats, which a store
+// distributed by dataset runs only with row_partitions inside: docs/scaling.md).
 func droppableCounts(ctx context.Context, tx pgx.Tx, sw Sweep, names, held []string) (droppable, error) {
 	d := droppable{counts: map[string]map[string]int64{}, carry: map[string][]string{}, carried: map[string]int64{}}
 	rows, err := tx.Query(ctx, `
-SELECT part.name, st.dataset_id, sum(st.row_count)::bigint, coalesce(st.dataset_id = ANY($5::text[]), false)
-FROM row_partitions part LEFT JOIN row_stats st ON st.partition_name = part.name AND st.row_count > 0
-WHERE part.name = ANY($4::text[]) AND `+droppableCondition+`
-GROUP BY part.name, st.dataset_id`, sw.At, sw.Grace.Interval(), sweepScope(sw), names, held)
+WITH ok AS (SELECT part.name FROM row_partitions part
+            WHERE part.name = ANY(@names::text[]) AND part.name NOT IN (`+undroppable("p.name = ANY(@names::text[])")+`))
+SELECT name, NULL::text, NULL::bigint, false FROM ok
+UNION ALL
+SELECT st.partition_name, st.dataset_id, sum(st.row_count)::bigint, st.dataset_id = ANY(@held::text[])
+FROM row_stats st WHERE st.partition_name IN (SELECT name FROM ok) AND st.row_count > 0
+GROUP BY st.partition_name, st.dataset_id`,
+		pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "names": names, "held": held})
 	if err != nil {
 		return d, err
 	}
@@ -388,10 +397,11 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
-WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0
-  AND (p.lower_bound <= $3 OR `+laterGroupMayExpire+`)
-  AND NOT st.partition_name = ANY($4::text[])
-GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`, datasetID, sw.Store, sw.At, walked(sw))
+WHERE st.dataset_id = @dataset AND p.store = @store AND st.row_count > 0
+  AND (p.lower_bound <= @at OR `+laterGroupMayExpire+`)
+  AND NOT st.partition_name = ANY(@walked::text[])
+GROUP BY st.partition_name, p.lower_bound ORDER BY p.lower_bound`,
+		pgx.StrictNamedArgs{"dataset": datasetID, "store": sw.Store, "at": sw.At, "walked": walked(sw)})
 	if err != nil {
 		return nil, fmt.Errorf("find partitions of %s: %w", datasetID, err)
 	}
@@ -407,26 +417,24 @@ type batchKey struct {
 }
 
 // deleteBatchSQL is one row-phase batch of partition %[1]s: it picks, in the dataset's index order from after the
-// previous batch's key (%[3]s), at most $%[4]d rows that the condition %[2]s selects, deletes them, and answers the
+// previous batch's key (%[3]s), at most @limit rows that the condition %[2]s selects, deletes them, and answers the
 // countGone groups beside the key of the last row picked and how many were picked. A LIMIT batch without the key
 // would walk again, from the start of the range, over every index entry the batches before it deleted (dead until
 // VACUUM) or passed over. The outer dataset_id test is what the pick already guarantees on one server; it keeps the
 // statement confined to the dataset where ctids are per shard (docs/scaling.md).
 const deleteBatchSQL = `WITH pick AS MATERIALIZED (
-    SELECT r.ctid, r.ts, r.row_id FROM %[1]s r WHERE %[2]s%[3]s ORDER BY r.ts, r.row_id LIMIT $%[4]d),
+    SELECT r.ctid, r.ts, r.row_id FROM %[1]s r WHERE %[2]s%[3]s ORDER BY r.ts, r.row_id LIMIT @limit),
 gone AS (
-    DELETE FROM %[1]s WHERE dataset_id = $1 AND ctid = ANY(ARRAY(SELECT ctid FROM pick))
+    DELETE FROM %[1]s WHERE dataset_id = @dataset AND ctid = ANY(ARRAY(SELECT ctid FROM pick))
     RETURNING dataset_id, setting_id),
 groups AS (SELECT dataset_id, setting_id, count(*)::bigint AS n FROM gone GROUP BY dataset_id, setting_id)
 SELECT g.dataset_id, g.setting_id, g.n, l.ts, l.row_id, l.picked
 FROM (SELECT p.ts, p.row_id, count(*) OVER ()::bigint AS picked FROM pick p ORDER BY p.ts DESC, p.row_id DESC LIMIT 1) l
 LEFT JOIN groups g ON true`
 
-// afterKey is deleteBatchSQL's start condition for a batch after key, as the row comparison the index
-// (dataset_id, ts, row_id) scans from, with its parameters numbered from n.
-func afterKey(n int) string {
-	return fmt.Sprintf(` AND (r.ts, r.row_id) > ($%d::timestamptz, $%d::text)`, n, n+1)
-}
+// afterKey is deleteBatchSQL's start condition for a batch after the key @after_ts, @after_id, as the row
+// comparison the index (dataset_id, ts, row_id) scans from.
+const afterKey = ` AND (r.ts, r.row_id) > (@after_ts::timestamptz, @after_id::text)`
 
 // DeleteBatch deletes at most limit deletable rows of the dataset from the partition, in its index order from after
 // key (nil: from the start), and returns how many it deleted and where the next batch starts; a nil next key means
@@ -445,14 +453,13 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if err != nil || none {
 			return err
 		}
-		limitAt := len(args) + 1
-		args = append(args, limit)
+		args["limit"] = limit
 		start := ""
 		if key != nil {
-			start = afterKey(limitAt + 1)
-			args = append(args, key.TS, key.RowID)
+			start = afterKey
+			args["after_ts"], args["after_id"] = key.TS, key.RowID
 		}
-		g, last, picked, err := collectBatch(tx.Query(ctx, fmt.Sprintf(deleteBatchSQL, table, cond, start, limitAt), args...))
+		g, last, picked, err := collectBatch(tx.Query(ctx, fmt.Sprintf(deleteBatchSQL, table, cond, start), pgx.StrictNamedArgs(args)))
 		if err != nil {
 			return err
 		}
@@ -504,7 +511,7 @@ func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, 
 		if err != nil || none {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{partition}.Sanitize()+` r WHERE `+cond, args...).Scan(&n)
+		return tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{partition}.Sanitize()+` r WHERE `+cond, pgx.StrictNamedArgs(args)).Scan(&n)
 	})
 	if err != nil && !isUndefinedTable(err) {
 		return 0, fmt.Errorf("count deletable rows of %s in %s: %w", datasetID, partition, err)
@@ -556,21 +563,25 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 
 // DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition, and
 // returns how many of each dataset: one batch across the datasets in scope, with each dataset's counters
-// and ledger row in the same transaction. The rows of datasets under a legal hold all stay. Rows of deleted datasets ($6) all go; the others by the expiry rule, where
-// a row still under the setting it was stored with is judged by its placed expiry alone.
+// and ledger row in the same transaction. The rows of datasets under a legal hold (@held) all stay. Rows of deleted
+// datasets (@deleted) all go; the others by the expiry rule, where a row still under the setting it was stored with
+// is judged by its placed expiry alone.
 //
 // Several workers may walk one partition; recordRemoved keeps their counter updates from deadlocking. Each row's
 // setting is joined by its dataset as well as its id, so that the statement joins no rows across datasets
-// (groupJoins).
+// (groupJoins). It stays one DELETE that judges the rows it scans: the rule read in a SELECT CTE first and the rows
+// then deleted by (dataset_id, ctid), a form a store distributed by dataset would accept, fetched every row twice
+// and took half again the buffers and up to twice the time on one server (docs/scaling.md), and on such a store the
+// walk runs on each shard's own table anyway, where this statement runs as it is.
 func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
-    WHERE r.ctid >= $1::tid AND r.ctid < $2::tid AND h.dataset_id = r.dataset_id AND h.id = r.setting_id
-      AND ($5::text[] IS NULL OR r.dataset_id = ANY($5::text[])) AND NOT r.dataset_id = ANY($7::text[])
-      AND (r.dataset_id = ANY($6::text[])
-           OR (` + pastGrace("$3", "$4::interval") + `
-               AND ` + expiredUnderRowSetting(sw.Store, "$3::timestamptz") + `))
+    WHERE r.ctid >= @from::tid AND r.ctid < @to::tid AND h.dataset_id = r.dataset_id AND h.id = r.setting_id
+      AND (@scope::text[] IS NULL OR r.dataset_id = ANY(@scope::text[])) AND NOT r.dataset_id = ANY(@held::text[])
+      AND (r.dataset_id = ANY(@deleted::text[])
+           OR (` + pastGrace + `
+               AND ` + expiredUnderRowSetting(sw.Store) + `))
     RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
 	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
@@ -582,8 +593,9 @@ func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition str
 		if err != nil {
 			return err
 		}
-		g, err := collectRemoved(tx.Query(ctx, query, fmt.Sprintf("(%d,0)", from), fmt.Sprintf("(%d,0)", to), sw.At,
-			sw.Grace.Interval(), sweepScope(sw), deleted, held))
+		g, err := collectRemoved(tx.Query(ctx, query, pgx.StrictNamedArgs{"from": fmt.Sprintf("(%d,0)", from),
+			"to": fmt.Sprintf("(%d,0)", to), "at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw),
+			"deleted": deleted, "held": held}))
 		if err != nil {
 			return err
 		}
@@ -686,10 +698,11 @@ func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error)
 func (s *sweepQueries) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
-WHERE st.dataset_id = ANY($1) AND p.store = $2 AND st.row_count > 0
+WHERE st.dataset_id = ANY(@datasets) AND p.store = @store AND st.row_count > 0
   AND NOT EXISTS (SELECT 1 FROM dataset_holds k WHERE k.dataset_id = st.dataset_id AND k.released_at IS NULL)
-  AND (p.lower_bound > $3 AND `+laterGroupMayExpire+`
-       OR p.lower_bound <= $3 AND NOT st.partition_name = ANY($4::text[]))`, datasetIDs, sw.Store, sw.At, walked(sw))
+  AND (p.lower_bound > @at AND `+laterGroupMayExpire+`
+       OR p.lower_bound <= @at AND NOT st.partition_name = ANY(@walked::text[]))`,
+		pgx.StrictNamedArgs{"datasets": datasetIDs, "store": sw.Store, "at": sw.At, "walked": walked(sw)})
 	if err != nil {
 		return nil, fmt.Errorf("find datasets with work left: %w", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -662,15 +664,25 @@ func TestRowPhaseBatchesStartWhereTheLastStopped(t *testing.T) {
 	}
 	require.Len(t, batches, 5, "23 deletable rows in batches of 5: four full, one short")
 	require.NotContains(t, batches[0].sql, "(r.ts, r.row_id) >", "the first batch starts at the range's start")
+	startKey := regexp.MustCompile(`\(r\.ts, r\.row_id\) > \(\$(\d+)::timestamptz, \$(\d+)::text\)`)
 	for i, st := range batches[1:] {
 		last := keys[5*(i+1)-1]
-		n := len(st.args)
-		require.Contains(t, st.sql, "(r.ts, r.row_id) >", "batch %d starts after a key", i+2)
-		require.Equal(t, []any{last.ts.UTC(), last.id}, []any{st.args[n-2].(time.Time).UTC(), st.args[n-1]},
+		m := startKey.FindStringSubmatch(st.sql)
+		require.NotNil(t, m, "batch %d starts after a key", i+2)
+		ts, id := st.args[atoi(t, m[1])-1], st.args[atoi(t, m[2])-1]
+		require.Equal(t, []any{last.ts.UTC(), last.id}, []any{ts.(time.Time).UTC(), id},
 			"batch %d starts after the last row batch %d picked", i+2, i+1)
 	}
 	var left int64
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM lake_rows WHERE dataset_id = $1`, small).Scan(&left))
 	require.Zero(t, left, "every row of the small dataset expired under P1M and went")
 	b.requireCountersExact(t)
+}
+
+// atoi is a statement's parameter number.
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }
