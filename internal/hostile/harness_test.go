@@ -133,7 +133,7 @@ func (s *service) peakRSS(t *testing.T) int64 {
 }
 
 // poolWaits is how many acquisitions of the requests' pool so far found no idle connection and waited for one to
-// be released or opened (pgxpool's EmptyAcquireCount, as /metrics exports it).
+// be released or opened (pgxpool's EmptyAcquireCount, as /metrics exports it: pgxpool_empty_acquires_total).
 func (s *service) poolWaits(t *testing.T) float64 {
 	t.Helper()
 	resp, err := http.Get(s.URL + "/metrics")
@@ -143,7 +143,7 @@ func (s *service) poolWaits(t *testing.T) float64 {
 	require.NoError(t, err)
 	for line := range strings.Lines(string(body)) {
 		name, rest, ok := strings.Cut(line, "{")
-		if !ok || (name != "pgxpool_empty_acquire" && name != "pgxpool_empty_acquire_total") || !strings.Contains(rest, `pool="requests"`) {
+		if !ok || name != "pgxpool_empty_acquires_total" || !strings.Contains(rest, `pool="requests"`) {
 			continue
 		}
 		_, value, _ := strings.Cut(rest, "} ")
@@ -151,7 +151,7 @@ func (s *service) poolWaits(t *testing.T) float64 {
 		require.NoError(t, err, "%s", line)
 		return n
 	}
-	t.Fatalf("no pgxpool_empty_acquire of the requests' pool in /metrics:\n%s", body)
+	t.Fatalf("no pgxpool_empty_acquires_total of the requests' pool in /metrics:\n%s", body)
 	return 0
 }
 
