@@ -1,85 +1,12 @@
-// The console's shell: the session (token, org, sandbox in sessionStorage), the API client, sign-in and sign-out,
-// and the router that shows a view for the URL's fragment (#/datasets, ...). Views live in their own modules.
+// The console's shell: sign-in, a link's token, the header, and the router that shows a view for the URL's fragment
+// (#/datasets, ...). Views live in their own modules; the session and the API client, which they share with the
+// shell, in session.js.
 
 import { h } from './format.js';
 import { auditView } from './audit.js';
 import { datasetsView } from './datasets.js';
 import { runsView } from './runs.js';
-
-const store = window.sessionStorage;
-
-/** The signed-in session, or null: the token, the org and scopes read from it, and the chosen sandbox. */
-export function session() {
-  const token = store.getItem('token');
-  if (!token) return null;
-  const claims = decodeClaims(token) || {};
-  return {
-    token,
-    org: claims.org || '',
-    user: claims.sub || '',
-    scopes: String(claims.scope || '').split(' ').filter(Boolean),
-    sandbox: sandboxPattern.test(store.getItem('sandbox') || '') ? store.getItem('sandbox') : 'prod',
-  };
-}
-
-/** Whether the session's token carries scope; the API decides in the end, this only spares a refused request. */
-export function can(scope) {
-  const s = session();
-  return !!s && s.scopes.includes(scope);
-}
-
-// decodeClaims reads a JWT's payload without checking it: the API checks the signature on every call.
-function decodeClaims(token) {
-  try {
-    const payload = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
-    return JSON.parse(atob(payload));
-  } catch {
-    return null;
-  }
-}
-
-/**
- * Calls the service's API as the session: {status, ok, data, headers}. data is the parsed JSON answer (a problem's
- * detail included) or null, or with raw the text of a successful answer (an export); a network failure is a status
- * 0 with a message.
- */
-export async function api(path, { method = 'GET', body, headers = {}, signal, raw = false } = {}) {
-  const s = session();
-  const h = {
-    Authorization: `Bearer ${s ? s.token : ''}`,
-    'x-api-key': 'retentiond-console',
-    'x-gw-ims-org-id': s ? s.org : '',
-    'x-sandbox-name': s ? s.sandbox : 'prod',
-    ...headers,
-  };
-  if (body !== undefined) h['Content-Type'] = 'application/json';
-  let resp;
-  try {
-    resp = await fetch(path, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), signal });
-  } catch (err) {
-    if (err.name === 'AbortError') throw err;
-    return { status: 0, ok: false, data: { detail: `The service could not be reached (${err.message}).` }, headers: new Headers() };
-  }
-  const text = await resp.text();
-  if (raw && resp.ok) return { status: resp.status, ok: true, data: text, headers: resp.headers };
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text }; }
-  if (resp.status === 401 || (resp.status === 403 && data && data.error_code)) {
-    // The gateway refused the token itself (expired, another org, not signed by this service): sign in again.
-    signOut(`${(data && data.message) || 'The token was refused.'} Get a new one with ./bin/retentionctl token (or the link make run prints) and paste the token alone.`);
-  }
-  return { status: resp.status, ok: resp.ok, data, headers: resp.headers };
-}
-
-/** The message of a failed answer: the problem's detail, the gateway's message, or the status. */
-export function problemText(resp) {
-  const d = resp.data || {};
-  return d.detail || d.message || d.title || `The service answered ${resp.status}.`;
-}
-
-/** The sandbox names the API accepts in x-sandbox-name (httpapi's sandboxPattern): lowercase letters, digits and
- * dashes, at most 63, not starting with a dash. */
-export const sandboxPattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
+import { decodeClaims, route, sandboxPattern, session, setRouter, signOut, store } from './session.js';
 
 // tokenPattern is a JWT's shape: three base64url parts. What the API checks is its signature; this only catches a
 // paste of something else (a whole `export TOKEN=…` line, quotes, a header) before it is sent.
@@ -112,13 +39,6 @@ function signIn(text) {
   if (error) return error;
   store.setItem('token', token);
   return '';
-}
-
-function signOut(reason) {
-  store.removeItem('token');
-  store.setItem('signout-reason', reason || '');
-  if (location.hash !== '#/signin') location.hash = '#/signin';
-  else route();
 }
 
 /** Who a token says it is, for a person to read: "user · org". */
@@ -212,8 +132,8 @@ function showHeader(s) {
 
 const views = { datasets: datasetsView, runs: runsView, audit: auditView };
 
-/** Shows the view the fragment names, or sign-in when there is no session; resolves once the view is shown. */
-export async function route() {
+// showFragment shows the view the fragment names, or sign-in when there is no session; it is session.js's route.
+async function showFragment() {
   const main = document.getElementById('main');
   // A link opened in a tab already showing the console changes only the fragment: it is taken as at a load.
   if (/(^#|&)token=/.test(location.hash)) takeTokenFromFragment();
@@ -239,6 +159,7 @@ export async function route() {
 }
 
 function start() {
+  setRouter(showFragment);
   takeTokenFromFragment();
   document.getElementById('signout').addEventListener('click', () => signOut('You are signed out.'));
   const sandbox = document.getElementById('sandbox');

@@ -2,7 +2,7 @@
 // range (the API's property= terms), each event's details with every before/after as a diff; the export of the
 // same filters (GET /audit/export) as CSV or JSON, and the chain's verification (GET /audit/verify).
 
-import { api, problemText } from './app.js';
+import { api, problemText } from './session.js';
 import { count, h, time } from './format.js';
 
 /** Events on a page. */

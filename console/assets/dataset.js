@@ -2,7 +2,7 @@
 // adobe/hygiene/ttl tag of GET /dataSets/{id}), and its legal holds (GET /dataSets/{id}/holds), which callers with
 // the retention.hold scope place and release here; others see them read only, since the API would refuse them.
 
-import { api, can, problemText } from './app.js';
+import { api, can, problemText } from './session.js';
 import { bytes, count, h, period, time } from './format.js';
 import { openRetentionDialog } from './retention.js';
 

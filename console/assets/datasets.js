@@ -1,7 +1,7 @@
 // The datasets inventory: one page of the org's datasets in the chosen sandbox, sorted, filtered and paged by the
 // API (GET /dataSets with orderBy, property=name~, tags=, limit and start), so it stays fast whatever their number.
 
-import { api, problemText, route } from './app.js';
+import { api, problemText, route } from './session.js';
 import { bytes, count, h, period, time } from './format.js';
 import { datasetView, nextJob, pendingExpiry } from './dataset.js';
 import { openRetentionDialog } from './retention.js';

@@ -2,7 +2,7 @@
 // distribution chart of GET /ttl/{id}/preview, whose marked bars are what the chosen value would delete. Saving
 // sends PATCH /v2/dataSets/{id} with If-Match, so a change made meanwhile is refused (412) rather than overwritten.
 
-import { api, can, problemText, route } from './app.js';
+import { api, can, problemText, route } from './session.js';
 import { before, count, h, period, splitPeriod, units } from './format.js';
 
 const stores = [

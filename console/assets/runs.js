@@ -2,7 +2,7 @@
 // manual run or a dry run for chosen datasets (POST /retention/runs), and one run's detail with its per-dataset parts
 // (GET /retention/runs/{id}), polled while the run is pending or running.
 
-import { api, can, problemText } from './app.js';
+import { api, can, problemText } from './session.js';
 import { count, h, time } from './format.js';
 
 /** Runs on a page of the history. */
