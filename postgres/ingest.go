@@ -14,6 +14,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/retention"
 )
 
 // The row store's ingestion write path: a chunk RowService.writeChunk hands over is placed (placeChunk: each row's
@@ -424,4 +425,35 @@ func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog
 		return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
 	}
 	return n, nil
+}
+
+// settingsStillCurrent checks, in the chunk's transaction and under its lock on the dataset row (which a PATCH's
+// FOR UPDATE conflicts with), that the settings the chunk was placed under are still in force. A row stored under
+// a setting that ended before it arrived would be judged by that setting: a run could delete it before its expiry
+// under the setting in force when it was ingested.
+func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error {
+	rows, err := tx.Query(ctx, selectCurrentSettings, t.ds.ID)
+	if err != nil {
+		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
+	}
+	current, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Store string
+		ID    int64
+	}])
+	if err != nil {
+		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
+	}
+	for _, c := range current {
+		// A record dataset's rows carry no setting (id 0): they never expire, whatever its settings say.
+		if placed, ok := t.settings[catalog.Store(c.Store)]; ok && placed.id != 0 && placed.id != c.ID {
+			return errSettingsChanged
+		}
+	}
+	return nil
+}
+
+// placedExpiry is the row's placed expiry under a setting (retention.Row.Placed): nil when the setting keeps rows
+// forever or the row never expires.
+func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
+	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
 }

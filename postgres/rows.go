@@ -202,12 +202,6 @@ func expiredOnArrival(t *ingestTarget, chunk []catalog.RowInput, now time.Time) 
 	return n
 }
 
-// placedExpiry is the row's placed expiry under a setting (retention.Row.Placed): nil when the setting keeps rows
-// forever or the row never expires.
-func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
-	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
-}
-
 // chunkAttempts bounds how often a chunk is placed again because a run dropped one of its partitions between the
 // placement and the chunk's transaction. The transaction locks its partitions first, so once it has them no run
 // can drop them under it, and a retry has done no work yet. A run may drop the same partition again and again,
@@ -291,31 +285,6 @@ func (s *RowService) refresh(ctx context.Context, t *ingestTarget) error {
 
 // errSettingsChanged says that a PATCH changed the dataset's TTL settings after the chunk was placed under them.
 var errSettingsChanged = errors.New("the dataset's TTL settings changed since the chunk was placed")
-
-// settingsStillCurrent checks, in the chunk's transaction and under its lock on the dataset row (which a PATCH's
-// FOR UPDATE conflicts with), that the settings the chunk was placed under are still in force. A row stored under
-// a setting that ended before it arrived would be judged by that setting: a run could delete it before its expiry
-// under the setting in force when it was ingested.
-func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error {
-	rows, err := tx.Query(ctx, selectCurrentSettings, t.ds.ID)
-	if err != nil {
-		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
-	}
-	current, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
-		Store string
-		ID    int64
-	}])
-	if err != nil {
-		return fmt.Errorf("read settings of %s: %w", t.ds.ID, err)
-	}
-	for _, c := range current {
-		// A record dataset's rows carry no setting (id 0): they never expire, whatever its settings say.
-		if placed, ok := t.settings[catalog.Store(c.Store)]; ok && placed.id != 0 && placed.id != c.ID {
-			return errSettingsChanged
-		}
-	}
-	return nil
-}
 
 // FindRows implements catalog.RowService. It reads in one snapshot (repeatable read), so that the partitions the
 // counters name and the rows read agree: a partition made after the snapshot holds no row it can see. A page
