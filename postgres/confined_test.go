@@ -167,7 +167,7 @@ func (b *confinementBundle) on(t *testing.T, name string, fn func()) {
 // equal to one value, or equal to the distribution column of another such scan (a co-located join), and when all
 // those values are the same dataset. That is what lets Citus route the statement to one shard group. A dataset
 // listed in an array (= ANY) passes only alone. Statements that plan no rows (BEGIN, SET, LOCK TABLE, CREATE TABLE
-// … PARTITION OF) are not planned; COPY writes the one dataset of its chunk (rows.go, copyChunk), and is checked to
+// … PARTITION OF) are not planned; COPY writes the one dataset of its chunk (ingest.go, copyChunk), and is checked to
 // go into the stores' partitions. The exemptions (hotPathExemptions) are named with why, as docs/scaling.md lists
 // them. TestConfinementCheckFindsCrossDatasetStatements holds the check able to fail.
 func TestHotPathsTouchOneDataset(t *testing.T) {

@@ -199,7 +199,7 @@ type share struct {
 // other datasets. When storage is not nil it
 // holds the storage of the datasets as the listing's own statement measured it (storageCTE), and those figures are
 // shown rather than the cached ones, so that a listing ordered by storage shows the figures it was ordered by.
-func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time, storage map[string]int64) error {
+func (s *DatasetService) attachMetrics(ctx context.Context, q querier, datasets []*catalog.Dataset, now time.Time, storage map[string]int64) error {
 	byID := map[string]*catalog.Dataset{}
 	var ids []string
 	for _, ds := range datasets {
@@ -231,12 +231,12 @@ func (db *DB) attachMetrics(ctx context.Context, q querier, datasets []*catalog.
 		}
 		return nil
 	}
-	return db.addShares(ctx, q, byID, shares)
+	return s.addShares(ctx, q, byID, shares)
 }
 
 // addShares adds each share to its dataset's metrics: its rows, and its storage estimated by the bytes per row of
 // its partition (each partition measured at most once a minute).
-func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog.Dataset, shares []share) error {
+func (s *DatasetService) addShares(ctx context.Context, q querier, byID map[string]*catalog.Dataset, shares []share) error {
 	for _, sh := range shares {
 		byID[sh.dataset].Metrics.RowCount += sh.rows
 	}
@@ -248,7 +248,7 @@ func (db *DB) addShares(ctx context.Context, q querier, byID map[string]*catalog
 		parts = append(parts, sh.partition)
 	}
 	slices.Sort(parts)
-	perRow, err := db.bytesPerRow(ctx, q, slices.Compact(parts))
+	perRow, err := s.db.rows.bytesPerRow(ctx, q, slices.Compact(parts))
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		shares[i] = share{dataset: ds.ID, partition: p, rows: counts[i]}
 	}
 	// The sizes are measured on the pool: the statement above has released its connection.
-	if err := s.db.addShares(ctx, s.db.Pool, map[string]*catalog.Dataset{ds.ID: ds}, shares); err != nil {
+	if err := s.addShares(ctx, s.db.Pool, map[string]*catalog.Dataset{ds.ID: ds}, shares); err != nil {
 		return nil, err
 	}
 	return ds, nil
@@ -349,7 +349,7 @@ func (s *DatasetService) FindDatasets(ctx context.Context, c *catalog.Caller, f 
 	if err := attachPendingExpiries(ctx, s.db.Pool, datasets); err != nil {
 		return nil, err
 	}
-	if err := s.db.attachMetrics(ctx, s.db.Pool, datasets, s.db.now(), storage); err != nil {
+	if err := s.attachMetrics(ctx, s.db.Pool, datasets, s.db.now(), storage); err != nil {
 		return nil, err
 	}
 	return datasets, nil

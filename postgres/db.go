@@ -1,6 +1,21 @@
-// Package postgres implements the domain services on PostgreSQL through pgx: datasets, TTL policies, audit events
-// and the schema migrations. It is the only package that speaks SQL; it translates pgx errors into catalog errors at
-// its boundary, so callers never see a driver type.
+// Package postgres implements the domain services on PostgreSQL through pgx. It is the only package that speaks
+// SQL; it translates pgx errors into catalog errors at its boundary, so callers never see a driver type. Its
+// subsystems, each with its files:
+//
+//   - The pool: db.go (DB: the pool, the clock, the transaction helper; Open; error translation), outage.go
+//     (a server that cannot serve now), poolmetrics.go.
+//   - Datasets and settings: dataset.go (DatasetService), policy.go (the org's TTL limits), expiry.go (TTL settings'
+//     history and the expiry rule in SQL, the twin of retention/expiry.go), preview.go (what a TTL change would
+//     delete).
+//   - The row store: rowstore.go (rowStore: the partition and size caches, the test hooks), partition.go (the
+//     expiry-placed partitions), ingest.go (placement and the ingestion write path), idfilter.go (the _id filters),
+//     rows.go and rows_page.go (RowService: ingestion's chunks, reads, deletes by _id).
+//   - The sweep: runs.go and runs_read.go (RunRepository: runs, their parts, the ledger), sweeper.go (Sweeper: the
+//     algorithm), sweep.go (its statements, on the row store), pacing.go (resting beside ingestion).
+//   - Audit: audit.go (AuditService: the hash-chained events), audit_query.go (search, export, verify, purge).
+//   - Expirations: expiration.go (ExpirationService), expiration_run.go (ExpirationRunner: carrying them out).
+//   - Holds: hold.go (legal holds on DatasetService).
+//   - Migrations: migrate.go, applying the SQL files that package migrations embeds.
 package postgres
 
 import (
@@ -9,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,108 +33,17 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// DB is the service's connection pool with an injected clock, so that tests control every timestamp written.
+// DB is the service's connection pool with an injected clock, so that tests control every timestamp written, and
+// the transaction helper. What the service keeps about its rows between requests (caches, filters, test hooks) is
+// the row store's (rows, rowstore.go).
 type DB struct {
 	Pool   *pgxpool.Pool
 	Logger *slog.Logger
 	// Now returns the current time; every row written in one transaction shares one reading of it.
 	Now func() time.Time
 
-	// partitions caches each store's partitions, so ingestion does not ask the catalog for every chunk. A partition
-	// a run drops is forgotten; the cache is read again before a partition is created, and when a chunk finds one
-	// of its partitions gone (dropped by another replica).
-	partitionsMu sync.Mutex
-	partitions   map[catalog.Store][]partitionSpec
-
-	// hooks let tests act at the points where a request has looked up partitions and not yet used them.
-	hooks testHooks
-
-	// sizes caches each lake partition's bytes per row for a minute: measuring a partition's size on disk costs a
-	// file-system call per relation, too much for every GET of a dataset, and storageSize is an estimate anyway.
-	// Only the partitions of the datasets asked about are measured, so that one tenant's many partitions cost
-	// nothing to another's GET (internal/hostile holds it).
-	sizesMu sync.Mutex
-	sizes   map[string]measuredSize
-}
-
-// measuredSize is a partition's bytes per row and when it was measured.
-type measuredSize struct {
-	perRow float64
-	at     time.Time
-}
-
-// testHooks are called, when set, at the points where a concurrent run could drop a partition under a request.
-// Tests set them (export_test.go) to drop partitions there deterministically.
-type testHooks struct {
-	// beforeChunkTx gets the partitions a chunk was placed in, before the transaction that writes it begins.
-	beforeChunkTx func(partitions []string)
-	// afterPartitionLookup runs after a delete by _id has read which partitions hold the dataset's rows.
-	afterPartitionLookup func()
-	// afterPreviewCounters runs after a preview has read the dataset's counters, before it reads rows.
-	afterPreviewCounters func()
-	// afterRemoval runs after each removal transaction of a sweep (a drop, a batch, a block range) has committed.
-	afterRemoval func()
-}
-
-// sizesMaxAge is how long the bytes-per-row figures are reused.
-const sizesMaxAge = time.Minute
-
-// partitionSizes measures the named partitions; to_regclass makes one a run dropped meanwhile measure NULL, not
-// fail.
-const partitionSizes = `
-SELECT p.name, pg_total_relation_size(to_regclass(p.name))::float8 / NULLIF(sum(st.row_count), 0)
-FROM row_partitions p JOIN row_stats st ON st.partition_name = p.name
-WHERE p.name = ANY($1) GROUP BY p.name`
-
-// bytesPerRow returns the named lake partitions' sizes on disk divided by their rows, each measured at most once a
-// minute. It measures on q, the caller's connection: a request that held one connection and waited for a second
-// could, with as many such requests as the pool has connections, wait on the pool for ever.
-func (db *DB) bytesPerRow(ctx context.Context, q querier, partitions []string) (map[string]float64, error) {
-	out := make(map[string]float64, len(partitions))
-	var stale []string
-	db.sizesMu.Lock()
-	for _, name := range partitions {
-		if m, ok := db.sizes[name]; ok && time.Since(m.at) < sizesMaxAge {
-			out[name] = m.perRow
-		} else {
-			stale = append(stale, name)
-		}
-	}
-	db.sizesMu.Unlock()
-	if len(stale) == 0 {
-		return out, nil
-	}
-	rows, err := q.Query(ctx, partitionSizes, stale)
-	if err != nil {
-		return nil, fmt.Errorf("measure partitions: %w", err)
-	}
-	measured := map[string]float64{}
-	var name string
-	var perRow *float64
-	if _, err := pgx.ForEachRow(rows, []any{&name, &perRow}, func() error {
-		if perRow != nil {
-			measured[name] = *perRow
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("measure partitions: %w", err)
-	}
-	at := time.Now()
-	db.sizesMu.Lock()
-	defer db.sizesMu.Unlock()
-	if db.sizes == nil {
-		db.sizes = map[string]measuredSize{}
-	}
-	for name, m := range db.sizes {
-		if time.Since(m.at) >= sizesMaxAge {
-			delete(db.sizes, name) // a dropped partition's figure would otherwise stay forever
-		}
-	}
-	for _, name := range stale {
-		out[name] = measured[name]
-		db.sizes[name] = measuredSize{perRow: measured[name], at: at}
-	}
-	return out, nil
+	// rows is the row store on this pool.
+	rows *rowStore
 }
 
 // Open connects to the database at url with one pool, sized by the url's pool_max_conns or defaultMaxConns: what
@@ -187,7 +110,9 @@ func openWithConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logge
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &DB{Pool: pool, Logger: logger, Now: time.Now}, nil
+	db := &DB{Pool: pool, Logger: logger, Now: time.Now}
+	db.rows = &rowStore{db: db}
+	return db, nil
 }
 
 // defaultMaxConns is the pool size of Open when DATABASE_URL does not set pool_max_conns.

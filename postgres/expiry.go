@@ -246,20 +246,19 @@ const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS N
         AND (h.ttl IS NULL OR h.earlier_expired_through IS NULL
              OR coalesce(st.min_ts, '-infinity') <= h.earlier_expired_through)))`
 
-// deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep may
-// delete, with its named arguments (@dataset and those it uses; the caller adds its own names), and none=true when
-// no row can be deletable. Every row of a dataset deleted by the sweep's time goes; otherwise the rows
-// retention.Deletable keeps (deletableInDataset), and, when the history gives one, only those with an event time
-// at or before the last one any setting can have expired (retention.LastExpiredEvent; no bound where rows have
-// overrides, whose expiry does not follow their event time). The bound is a conjunct of its own so that it narrows
-// the index scan on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the partition for
-// every batch.
-func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (cond string, args pgx.NamedArgs, none bool, err error) {
-	store := sw.Store
+// deletableRows returns the condition on a partition's rows r that selects those of the dataset a sweep of the
+// store at at with grace may delete, with its named arguments (@dataset and those it uses; the caller adds its own
+// names), and none=true when no row can be deletable. Every row of a dataset deleted by the sweep's time goes;
+// otherwise the rows retention.Deletable keeps (deletableInDataset), and, when the history gives one, only those
+// with an event time at or before the last one any setting can have expired (retention.LastExpiredEvent; no bound
+// where rows have overrides, whose expiry does not follow their event time). The bound is a conjunct of its own so
+// that it narrows the index scan on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the
+// partition for every batch.
+func deletableRows(ctx context.Context, q querier, store catalog.Store, at time.Time, grace retention.Period, datasetID string) (cond string, args pgx.NamedArgs, none bool, err error) {
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
     EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),
-    EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`, datasetID, sw.Store, sw.At).Scan(&deleted, &overrides)
+    EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`, datasetID, store, at).Scan(&deleted, &overrides)
 	if err != nil {
 		return "", nil, false, err
 	}
@@ -267,7 +266,7 @@ func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (
 		return `r.dataset_id = @dataset`, pgx.NamedArgs{"dataset": datasetID}, false, nil
 	}
 	cond = `r.dataset_id = @dataset AND ` + deletableInDataset(store)
-	args = pgx.NamedArgs{"dataset": datasetID, "at": sw.At, "grace": sw.Grace.Interval()}
+	args = pgx.NamedArgs{"dataset": datasetID, "at": at, "grace": grace.Interval()}
 	if overrides {
 		return cond, args, false, nil
 	}
@@ -275,7 +274,7 @@ func deletableRows(ctx context.Context, q querier, sw Sweep, datasetID string) (
 	if err != nil {
 		return "", nil, false, err
 	}
-	last, ok := retention.LastExpiredEvent(history, sw.At)
+	last, ok := retention.LastExpiredEvent(history, at)
 	if !ok {
 		return "", nil, true, nil
 	}

@@ -14,24 +14,24 @@ import (
 
 // OnChunkTx makes every ingestion chunk call f with the partitions it was placed in, before the transaction that
 // writes it begins: where a run can drop them under it.
-func (db *DB) OnChunkTx(f func(partitions []string)) { db.hooks.beforeChunkTx = f }
+func (db *DB) OnChunkTx(f func(partitions []string)) { db.rows.hooks.beforeChunkTx = f }
 
 // OnPartitionLookup makes every delete by _id call f after it has read which partitions hold its dataset's rows.
-func (db *DB) OnPartitionLookup(f func()) { db.hooks.afterPartitionLookup = f }
+func (db *DB) OnPartitionLookup(f func()) { db.rows.hooks.afterPartitionLookup = f }
 
 // OnRemovalCommit makes every removal transaction of a sweep (a drop, a batch, a block range) call f once it has
 // committed; nil stops it. Set it only while no sweep runs.
-func (db *DB) OnRemovalCommit(f func()) { db.hooks.afterRemoval = f }
+func (db *DB) OnRemovalCommit(f func()) { db.rows.hooks.afterRemoval = f }
 
 // OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
-func (db *DB) OnPreviewCounters(f func()) { db.hooks.afterPreviewCounters = f }
+func (db *DB) OnPreviewCounters(f func()) { db.rows.hooks.afterPreviewCounters = f }
 
 // MeasuredPartitions lists the partitions whose sizes the metrics have measured.
 func (db *DB) MeasuredPartitions() []string {
-	db.sizesMu.Lock()
-	defer db.sizesMu.Unlock()
+	db.rows.sizesMu.Lock()
+	defer db.rows.sizesMu.Unlock()
 	var names []string
-	for name := range db.sizes {
+	for name := range db.rows.sizes {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -96,8 +96,33 @@ func (w *Sweeper) SweepDataset(ctx context.Context, s Sweep, datasetID string) (
 	return w.sweepDataset(ctx, s, datasetID)
 }
 
-// Store returns the statements the sweeper drives.
-func (w *Sweeper) Queries() *sweepQueries { return w.queries }
+// SweepResult, DropResult and PlacedResult are the sweep's results, for tests that compare them.
+type (
+	SweepResult  = sweepResult
+	DropResult   = dropResult
+	PlacedResult = placedResult
+)
+
+// SweepQueries are the row store's statements the sweeper drives, for tests that call them one at a time.
+type SweepQueries struct{ rows *rowStore }
+
+// Queries returns the statements the sweeper drives.
+func (w *Sweeper) Queries() SweepQueries { return SweepQueries{rows: w.rows()} }
+
+// DropPartitions is dropPartitions.
+func (q SweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
+	return q.rows.dropPartitions(ctx, sw, names, lockTimeout)
+}
+
+// ForgetIDFilters is forgetIDFilters.
+func (q SweepQueries) ForgetIDFilters(ctx context.Context, names []string) error {
+	return q.rows.forgetIDFilters(ctx, names)
+}
+
+// DatasetsWithLaterWork is datasetsWithLaterWork.
+func (q SweepQueries) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
+	return q.rows.datasetsWithLaterWork(ctx, sw, datasetIDs)
+}
 
 // MustSweeper is NewSweeper for a configuration the test knows to be valid.
 func MustSweeper(db *DB, cfg SweepConfig) *Sweeper {

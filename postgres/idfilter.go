@@ -21,7 +21,7 @@ import (
 //
 // A pair holding rows and no filter is unfiltered (rows stored before migration 0012, or more _ids than
 // maxIDFilters filters hold): every _id is probed there. A pair's filters start once it holds no row. A drop of the
-// partition deletes them just before its own transaction (ForgetIDFilters), which leaves the pairs unfiltered if
+// partition deletes them just before its own transaction (forgetIDFilters), which leaves the pairs unfiltered if
 // the drop does not follow, and the foreign key's cascade, in the drop's transaction, takes any written since.
 
 // Each filter is small enough to stay in its table row (no TOAST) and is rewritten whole when a chunk adds to it;

@@ -212,18 +212,18 @@ func placedValue(p partitionSpec, expiry *time.Time) pgtype.Timestamptz {
 }
 
 // partitionsOf returns the store's partitions the cache knows.
-func (db *DB) partitionsOf(store catalog.Store) []partitionSpec {
-	db.partitionsMu.Lock()
-	defer db.partitionsMu.Unlock()
-	return db.partitions[store]
+func (rs *rowStore) partitionsOf(store catalog.Store) []partitionSpec {
+	rs.partitionsMu.Lock()
+	defer rs.partitionsMu.Unlock()
+	return rs.partitions[store]
 }
 
 const selectPartitions = `SELECT store, lower_bound, upper_bound FROM row_partitions`
 
 // loadPartitions reads every partition of both stores into the cache: before a chunk creates a partition, so that
 // it sees those other replicas made, and after a statement found one gone.
-func (db *DB) loadPartitions(ctx context.Context) error {
-	rows, err := db.Pool.Query(ctx, selectPartitions)
+func (rs *rowStore) loadPartitions(ctx context.Context) error {
+	rows, err := rs.db.Pool.Query(ctx, selectPartitions)
 	if err != nil {
 		return fmt.Errorf("list partitions: %w", err)
 	}
@@ -244,9 +244,9 @@ func (db *DB) loadPartitions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list partitions: %w", err)
 	}
-	db.partitionsMu.Lock()
-	defer db.partitionsMu.Unlock()
-	db.partitions = loaded
+	rs.partitionsMu.Lock()
+	defer rs.partitionsMu.Unlock()
+	rs.partitions = loaded
 	return nil
 }
 
@@ -256,13 +256,13 @@ func (db *DB) loadPartitions(ctx context.Context) error {
 // so the chunk is stored whatever the runs beside it do. The cost is that the stores' reads and writes wait for
 // this one chunk (its lock waits at most lockTimeout at a time, as createPartition's does); it is paid only after
 // chunkAttempts-1 lost races in a row.
-func (db *DB) copyPinned(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
+func (rs *rowStore) copyPinned(ctx context.Context, t *ingestTarget, chunk []catalog.RowInput, groups map[string]*placedGroup, now time.Time) error {
 	return retryLockTimeouts(ctx, func(ctx context.Context) error {
-		return db.inTx(ctx, func(tx pgx.Tx) error {
+		return rs.db.inTx(ctx, func(tx pgx.Tx) error {
 			if err := pinPartitions(ctx, tx, groups); err != nil {
 				return err
 			}
-			return db.copyChunk(ctx, tx, t, chunk, groups, now)
+			return rs.copyChunk(ctx, tx, t, chunk, groups, now)
 		})
 	})
 }
@@ -307,9 +307,9 @@ func createPartitionIn(ctx context.Context, tx pgx.Tx, spec partitionSpec) error
 // waits at most lockTimeout and retries, rather than letting every read queue behind it. A partition another
 // replica created in the meantime over part of the same range makes it fail with invalidObjectDefinition; the
 // caller reloads the partitions and places its rows again.
-func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
-	err := db.withLockRetry(ctx, func(ctx context.Context) error {
-		return db.inTx(ctx, func(tx pgx.Tx) error {
+func (rs *rowStore) createPartition(ctx context.Context, spec partitionSpec) error {
+	err := rs.withLockRetry(ctx, func(ctx context.Context) error {
+		return rs.db.inTx(ctx, func(tx pgx.Tx) error {
 			if err := setLockTimeout(ctx, tx, 100*time.Millisecond); err != nil {
 				return err
 			}
@@ -319,13 +319,13 @@ func (db *DB) createPartition(ctx context.Context, spec partitionSpec) error {
 	if err != nil {
 		return err
 	}
-	db.partitionsMu.Lock()
-	defer db.partitionsMu.Unlock()
-	if db.partitions == nil {
-		db.partitions = map[catalog.Store][]partitionSpec{}
+	rs.partitionsMu.Lock()
+	defer rs.partitionsMu.Unlock()
+	if rs.partitions == nil {
+		rs.partitions = map[catalog.Store][]partitionSpec{}
 	}
-	if !slices.ContainsFunc(db.partitions[spec.store], func(p partitionSpec) bool { return p.name() == spec.name() }) {
-		db.partitions[spec.store] = append(slices.Clip(db.partitions[spec.store]), spec)
+	if !slices.ContainsFunc(rs.partitions[spec.store], func(p partitionSpec) bool { return p.name() == spec.name() }) {
+		rs.partitions[spec.store] = append(slices.Clip(rs.partitions[spec.store]), spec)
 	}
 	return nil
 }
@@ -380,7 +380,7 @@ const (
 
 // withLockRetry runs fn until it succeeds, giving up after a bounded number of lock timeouts. A concurrent creator
 // of the same partition is a success, not an error.
-func (db *DB) withLockRetry(ctx context.Context, fn func(ctx context.Context) error) error {
+func (rs *rowStore) withLockRetry(ctx context.Context, fn func(ctx context.Context) error) error {
 	return retryLockTimeouts(ctx, func(ctx context.Context) error {
 		err := fn(ctx)
 		var pgErr *pgconn.PgError
@@ -412,11 +412,11 @@ func retryLockTimeouts(ctx context.Context, fn func(ctx context.Context) error) 
 }
 
 // forgetPartition drops a partition from the cache after a run dropped it, so that rows for its range make a new one.
-func (db *DB) forgetPartition(name string) {
-	db.partitionsMu.Lock()
-	defer db.partitionsMu.Unlock()
-	for store, parts := range db.partitions {
-		db.partitions[store] = slices.DeleteFunc(slices.Clone(parts), func(p partitionSpec) bool { return p.name() == name })
+func (rs *rowStore) forgetPartition(name string) {
+	rs.partitionsMu.Lock()
+	defer rs.partitionsMu.Unlock()
+	for store, parts := range rs.partitions {
+		rs.partitions[store] = slices.DeleteFunc(slices.Clone(parts), func(p partitionSpec) bool { return p.name() == name })
 	}
 }
 

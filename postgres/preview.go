@@ -67,7 +67,7 @@ func (s *PreviewService) Preview(ctx context.Context, c *catalog.Caller, dataset
 		if err != nil {
 			return err
 		}
-		if p.RowsToDelete, p.RowCount, err = q.count(ctx, tx, datasetID, parts, s.db.hooks.afterPreviewCounters); err != nil {
+		if p.RowsToDelete, p.RowCount, err = q.count(ctx, tx, datasetID, parts, s.db.rows.hooks.afterPreviewCounters); err != nil {
 			return fmt.Errorf("count rows to delete: %w", err)
 		}
 		return s.distribution(ctx, tx, store, datasetID, parts, p)

@@ -13,9 +13,9 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// sweepQueries holds the statements the sweep (sweeper.go) drives. Every method that removes rows records, in the
-// same transaction, how many rows of which dataset it removed, so that counts stay exact across interruptions.
-type sweepQueries struct{ db *DB }
+// This file holds the row store's statements that the sweep (sweeper.go) drives. Every method that removes rows
+// records, in the same transaction, how many rows of which dataset it removed, so that counts stay exact across
+// interruptions.
 
 // badGroupCondition is true for a group of a partition's rows (one dataset, one placement setting) that cannot go
 // with a whole drop of partition p at @at with grace @grace: its dataset is live and either the partition's range has
@@ -62,15 +62,15 @@ LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_i
 // rows, as if it never ran, and the run's retry removes them again. The run's end, which writes the audit events
 // from the ledger, commits synchronously, and a flush carries every earlier commit of the log with it, so no
 // removal an audit event reports can be lost.
-func (s *sweepQueries) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+func (rs *rowStore) inRemovalTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	err := rs.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}
 		return fn(tx)
 	})
-	if err == nil && s.db.hooks.afterRemoval != nil {
-		s.db.hooks.afterRemoval()
+	if err == nil && rs.hooks.afterRemoval != nil {
+		rs.hooks.afterRemoval()
 	}
 	return err
 }
@@ -88,15 +88,15 @@ func sweepScope(s Sweep) any {
 	return ids
 }
 
-// DroppablePartitions lists the partitions all of whose rows are deletable under the sweep. A partition whose range has not ended qualifies only when it
+// droppablePartitions lists the partitions all of whose rows are deletable under the sweep. A partition whose range has not ended qualifies only when it
 // holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
 // probe of the counters each, which stops at the first live group.
-func (s *sweepQueries) DroppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
-	held, err := activeHoldDatasets(ctx, s.db.Pool)
+func (rs *rowStore) droppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
+	held, err := activeHoldDatasets(ctx, rs.db.Pool)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Pool.Query(ctx, `
+	rows, err := rs.db.Pool.Query(ctx, `
 SELECT part.name FROM row_partitions part
 WHERE part.store = @store AND part.name NOT IN (`+undroppable("p.store = @store")+`)
 ORDER BY part.lower_bound`, pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "store": sw.Store, "held": held})
@@ -110,19 +110,19 @@ ORDER BY part.lower_bound`, pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.I
 	return names, nil
 }
 
-// DropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are still
+// dropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are still
 // deletable when re-checked under their locks, recording the rows of each dataset in each, and returns those rows
 // by partition name; a partition that no longer qualifies is absent. It waits at most lockTimeout for the locks; a
 // lock timeout is an error the caller retries. In a dry run it removes nothing and returns what it would have. The
 // partitions are locked first and re-checked under their locks,
 // since an ingestion may have added rows since they were listed; those that still qualify are detached from the
 // store and their rows written to the ledger in the same transaction, which is when their rows leave the store.
-// The detached tables wait, listed in detached_partitions, for DropDetached: the store's parent table is locked
+// The detached tables wait, listed in detached_partitions, for dropDetached: the store's parent table is locked
 // only for the catalog change, and the run does not wait while the file system releases the files.
-func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
+func (rs *rowStore) dropPartitions(ctx context.Context, sw Sweep, names []string, lockTimeout time.Duration) (map[string]map[string]int64, error) {
 	var counts map[string]map[string]int64
 	var carried map[string][]string
-	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+	err := rs.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 			return err
 		}
 		counts, carried = d.counts, d.carry
-		return detachAndRecord(ctx, tx, sw, d, s.db.now())
+		return detachAndRecord(ctx, tx, sw, d, rs.db.now())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drop partitions from %s: %w", names[0], err)
@@ -151,13 +151,13 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 	}
 	for name := range counts {
 		if carried[name] == nil {
-			s.db.forgetPartition(name) // a carried partition is there again, under its name and range
+			rs.forgetPartition(name) // a carried partition is there again, under its name and range
 		}
 	}
 	return counts, nil
 }
 
-// ForgetIDFilters deletes, in a transaction of its own, the _id filters of the partitions' datasets that are not
+// forgetIDFilters deletes, in a transaction of its own, the _id filters of the partitions' datasets that are not
 // under a hold, ahead of a drop of the partitions: as a cascade of the drop's own delete of the partitions, under
 // the store's parent table held ACCESS EXCLUSIVE, deleting a few thousand filters was most of the time every
 // ingestion waited for the drop (774 ms of its 1.2 s, with ingestion beside it; docs/storage.md). A pair left with
@@ -166,8 +166,8 @@ func (s *sweepQueries) DropPartitions(ctx context.Context, sw Sweep, names []str
 // waiting for its WAL flush, as removals do (inRemovalTx): lost in a crash, the filters are back as they were. It is
 // on the run's path: the benchmark's run takes about 0.35 s longer with it, the price of ingestion no longer waiting
 // for the deletion (docs/benchmarks.md, goal 3).
-func (s *sweepQueries) ForgetIDFilters(ctx context.Context, names []string) error {
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+func (rs *rowStore) forgetIDFilters(ctx context.Context, names []string) error {
+	err := rs.db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}
@@ -184,12 +184,12 @@ func (s *sweepQueries) ForgetIDFilters(ctx context.Context, names []string) erro
 	return nil
 }
 
-// DropDetached drops the tables DropPartitions detached at or before detachedBy, and returns how many: this frees
+// dropDetached drops the tables dropPartitions detached at or before detachedBy, and returns how many: this frees
 // their files. Their rows left the store, counted, when they were detached. It drops, in one transaction, every table detached_partitions lists
 // as detached by then that no other call is dropping, or at most limit of them when limit > 0.
-func (s *sweepQueries) DropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration, limit int) (int, error) {
+func (rs *rowStore) dropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration, limit int) (int, error) {
 	var names []string
-	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+	err := rs.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
@@ -390,12 +390,12 @@ func tableOIDs(ctx context.Context, tx pgx.Tx, names []string) (map[string]uint3
 	return oids, err
 }
 
-// DatasetPartitions lists the partitions holding rows of the dataset that may be
+// datasetPartitions lists the partitions holding rows of the dataset that may be
 // deletable. A partition placed after the evaluation time can only hold such rows if the TTL they were placed under
 // has changed since (a shorter TTL, or one set where there was none), or if an earlier setting expired rows
 // imported with an older _ingestedAt (laterGroupMayExpire).
-func (s *sweepQueries) DatasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
-	rows, err := s.db.Pool.Query(ctx, `
+func (rs *rowStore) datasetPartitions(ctx context.Context, sw Sweep, datasetID string) ([]string, error) {
+	rows, err := rs.db.Pool.Query(ctx, `
 SELECT st.partition_name `+groupJoins+`
 WHERE st.dataset_id = @dataset AND p.store = @store AND st.row_count > 0
   AND (p.lower_bound <= @at OR `+laterGroupMayExpire+`)
@@ -436,20 +436,20 @@ LEFT JOIN groups g ON true`
 // comparison the index (dataset_id, ts, row_id) scans from.
 const afterKey = ` AND (r.ts, r.row_id) > (@after_ts::timestamptz, @after_id::text)`
 
-// DeleteBatch deletes at most limit deletable rows of the dataset from the partition, in its index order from after
+// deleteBatch deletes at most limit deletable rows of the dataset from the partition, in its index order from after
 // key (nil: from the start), and returns how many it deleted and where the next batch starts; a nil next key means
 // the batch picked fewer than limit rows: the partition holds no more. The batch, the counters and the ledger commit
 // together, in one transaction (recordRemoved).
-func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int, key *batchKey) (int64, *batchKey, error) {
+func (rs *rowStore) deleteBatch(ctx context.Context, sw Sweep, datasetID, partition string, limit int, key *batchKey) (int64, *batchKey, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	var total int64
 	var next *batchKey
-	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+	err := rs.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		total, next = 0, nil
 		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
 			return err
 		}
-		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
+		cond, args, none, err := deletableRows(ctx, tx, sw.Store, sw.At, sw.Grace, datasetID)
 		if err != nil || none {
 			return err
 		}
@@ -469,7 +469,7 @@ func (s *sweepQueries) DeleteBatch(ctx context.Context, sw Sweep, datasetID, par
 		if picked == int64(limit) {
 			next = &last
 		}
-		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
+		return recordRemoved(ctx, tx, partition, sw.RunID, rs.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
@@ -500,14 +500,14 @@ func collectBatch(rows pgx.Rows, err error) (removedGroups, batchKey, int64, err
 	return g, last, picked, err
 }
 
-// CountDeletable counts the dataset's deletable rows in the partition, for dry runs.
-func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
+// countDeletable counts the dataset's deletable rows in the partition, for dry runs.
+func (rs *rowStore) countDeletable(ctx context.Context, sw Sweep, datasetID, partition string) (int64, error) {
 	var n int64
-	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, rs.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if held, err := datasetHeld(ctx, tx, datasetID); err != nil || held {
 			return err // a run deletes nothing of a held dataset, so its dry run counts nothing
 		}
-		cond, args, none, err := deletableRows(ctx, tx, sw, datasetID)
+		cond, args, none, err := deletableRows(ctx, tx, sw.Store, sw.At, sw.Grace, datasetID)
 		if err != nil || none {
 			return err
 		}
@@ -519,15 +519,15 @@ func (s *sweepQueries) CountDeletable(ctx context.Context, sw Sweep, datasetID, 
 	return n, nil
 }
 
-// BoundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
+// boundaryPartitions lists the partitions placed at or before the sweep's time that still hold rows of the
 // datasets in scope: where the rows no drop took (the current month, and groups a drop had to leave) are. Rows of
 // held datasets do not count as the scope's: the walk leaves them, so a partition of held rows alone is not walked.
-func (s *sweepQueries) BoundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
-	held, err := activeHoldDatasets(ctx, s.db.Pool)
+func (rs *rowStore) boundaryPartitions(ctx context.Context, sw Sweep) ([]placedPartition, error) {
+	held, err := activeHoldDatasets(ctx, rs.db.Pool)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.Pool.Query(ctx, `
+	rows, err := rs.db.Pool.Query(ctx, `
 SELECT p.name, sum(st.row_count)::bigint AS rows,
        coalesce(sum(st.row_count) FILTER (WHERE ($3::text[] IS NULL OR st.dataset_id = ANY($3::text[]))
                                           AND NOT st.dataset_id = ANY($4::text[])), 0)::bigint AS scope_rows
@@ -543,12 +543,12 @@ ORDER BY p.lower_bound`, sw.Store, sw.At, sweepScope(sw), held)
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[placedPartition])
 }
 
-// PartitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
+// partitionSize returns how many blocks the partition has now and about how many rows a block holds, so that a
 // boundary walk can cut it into block ranges of about BatchSize rows.
-func (s *sweepQueries) PartitionSize(ctx context.Context, partition string) (int64, float64, error) {
+func (rs *rowStore) partitionSize(ctx context.Context, partition string) (int64, float64, error) {
 	var blocks int64
 	var perBlock float64
-	err := s.db.Pool.QueryRow(ctx, `
+	err := rs.db.Pool.QueryRow(ctx, `
 SELECT pg_relation_size(c.oid) / current_setting('block_size')::bigint,
        CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 60 END
 FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Sanitize()).Scan(&blocks, &perBlock)
@@ -561,7 +561,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 	return blocks, perBlock, nil
 }
 
-// DeleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition, and
+// deleteBlocks deletes the deletable rows of any dataset in scope stored in blocks [from, to) of the partition, and
 // returns how many of each dataset: one batch across the datasets in scope, with each dataset's counters
 // and ledger row in the same transaction. The rows of datasets under a legal hold (@held) all stay. Rows of deleted
 // datasets (@deleted) all go; the others by the expiry rule, where a row still under the setting it was stored with
@@ -573,7 +573,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, pgx.Identifier{partition}.Saniti
 // then deleted by (dataset_id, ctid), a form a store distributed by dataset would accept, fetched every row twice
 // and took half again the buffers and up to twice the time on one server (docs/scaling.md), and on such a store the
 // walk runs on each shard's own table anyway, where this statement runs as it is.
-func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
+func (rs *rowStore) deleteBlocks(ctx context.Context, sw Sweep, partition string, from, to int64) (map[string]int64, error) {
 	table := pgx.Identifier{partition}.Sanitize()
 	query := `WITH gone AS (
     DELETE FROM ` + table + ` r USING ttl_settings h
@@ -584,7 +584,7 @@ func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition str
                AND ` + expiredUnderRowSetting(sw.Store) + `))
     RETURNING r.dataset_id, r.setting_id)` + countGone
 	out := map[string]int64{}
-	err := s.inRemovalTx(ctx, func(tx pgx.Tx) error {
+	err := rs.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		held, err := heldDatasets(ctx, tx)
 		if err != nil {
 			return err
@@ -602,7 +602,7 @@ func (s *sweepQueries) DeleteBlocks(ctx context.Context, sw Sweep, partition str
 		for i, ds := range g.datasets {
 			out[ds] += g.rows[i]
 		}
-		return recordRemoved(ctx, tx, partition, sw.RunID, s.db.now(), g)
+		return recordRemoved(ctx, tx, partition, sw.RunID, rs.db.now(), g)
 	})
 	if err != nil {
 		if isUndefinedTable(err) {
@@ -691,12 +691,12 @@ func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error)
 	return ids, err
 }
 
-// DatasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
+// datasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or
 // before the sweep's time that its walk left, or in later partitions that may still be deletable (their TTL changed
 // since placement, their dataset was deleted, or they hold imports an earlier setting expired: laterGroupMayExpire).
 // A dataset under a legal hold has none: a run removes nothing of it, and its part ends as held.
-func (s *sweepQueries) DatasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
-	rows, err := s.db.Pool.Query(ctx, `
+func (rs *rowStore) datasetsWithLaterWork(ctx context.Context, sw Sweep, datasetIDs []string) ([]string, error) {
+	rows, err := rs.db.Pool.Query(ctx, `
 SELECT DISTINCT st.dataset_id `+groupJoins+`
 WHERE st.dataset_id = ANY(@datasets) AND p.store = @store AND st.row_count > 0
   AND NOT EXISTS (SELECT 1 FROM dataset_holds k WHERE k.dataset_id = st.dataset_id AND k.released_at IS NULL)

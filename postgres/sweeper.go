@@ -121,10 +121,10 @@ type placedPartition struct {
 // It is safe to stop at any point: each drop and each batch commits with its counts, and a later sweep finishes.
 // It implements jobs.Sweeper.
 type Sweeper struct {
-	queries *sweepQueries
-	cfg     SweepConfig
-	pace    *pacer
-	logger  *slog.Logger
+	db     *DB
+	cfg    SweepConfig
+	pace   *pacer
+	logger *slog.Logger
 }
 
 // NewSweeper returns a Sweeper on db with cfg's defaults applied; an error for a negative field. A nil logger
@@ -137,9 +137,12 @@ func NewSweeper(db *DB, cfg SweepConfig, logger *slog.Logger) (*Sweeper, error) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Sweeper{queries: &sweepQueries{db: db}, cfg: cfg, pace: newPacer(db, cfg.BusyShare, logger),
+	return &Sweeper{db: db, cfg: cfg, pace: newPacer(db, cfg.BusyShare, logger),
 		logger: logger}, nil
 }
+
+// rows is the row store whose statements the sweep drives.
+func (w *Sweeper) rows() *rowStore { return w.db.rows }
 
 // RunPart does the run's own part (jobs.Sweeper): it removes the deletable rows of every partition placed at or
 // before the run's time (sweepPlaced), or in a dry run counts what the drops would remove. On an error it returns
@@ -160,7 +163,7 @@ func (w *Sweeper) RunPart(ctx context.Context, plan *catalog.Plan) (catalog.RunP
 		RowsWalked: walked, PartitionsWalked: len(placed.Walked), Skip: slices.Sorted(maps.Keys(placed.Walked))}, err
 }
 
-func rowsOf(m map[string]SweepResult) map[string]int64 {
+func rowsOf(m map[string]sweepResult) map[string]int64 {
 	rows := make(map[string]int64, len(m))
 	for ds, r := range m {
 		rows[ds] = r.Rows
@@ -173,7 +176,7 @@ func rowsOf(m map[string]SweepResult) map[string]int64 {
 // the walk left, or in later partitions whose TTL was shortened since or that hold imports an earlier setting
 // expired, or of a deleted dataset.
 func (w *Sweeper) DatasetsLeft(ctx context.Context, plan *catalog.Plan, skip []string) ([]string, error) {
-	return w.queries.DatasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
+	return w.rows().datasetsWithLaterWork(ctx, sweepOf(plan, skip), plan.Pending)
 }
 
 // DatasetPart deletes (in a dry run, counts) the dataset's deletable rows that the run's part left, passing over
@@ -183,29 +186,29 @@ func (w *Sweeper) DatasetPart(ctx context.Context, plan *catalog.Plan, datasetID
 	return res.Rows, err
 }
 
-// SweepResult is what a sweep of one dataset, or one drop phase, removed or would remove.
-type SweepResult struct {
+// sweepResult is what a sweep of one dataset, or one drop phase, removed or would remove.
+type sweepResult struct {
 	Rows       int64
 	Partitions int
 }
 
 // dropPartitions drops every partition whose rows are all deletable, DropBatch partitions a transaction, and returns
 // what each dataset lost. In a dry run nothing is dropped; the partitions that would be are added to s.Accounted.
-func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (DropResult, error) {
-	parts, err := w.queries.DroppablePartitions(ctx, s)
+func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (dropResult, error) {
+	parts, err := w.rows().droppablePartitions(ctx, s)
 	if err != nil {
-		return DropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
+		return dropResult{}, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
 	return w.drop(ctx, s, parts)
 }
 
-func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (DropResult, error) {
-	res := DropResult{Datasets: map[string]SweepResult{}, Dropped: map[string]bool{}}
+func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (dropResult, error) {
+	res := dropResult{Datasets: map[string]sweepResult{}, Dropped: map[string]bool{}}
 	for len(parts) > 0 {
 		batch := parts[:min(w.cfg.DropBatch, len(parts))]
 		parts = parts[len(batch):]
 		if !s.DryRun {
-			if err := w.queries.ForgetIDFilters(ctx, batch); err != nil {
+			if err := w.rows().forgetIDFilters(ctx, batch); err != nil {
 				return res, err
 			}
 		}
@@ -229,13 +232,13 @@ func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (DropResult
 	return res, nil
 }
 
-// DropResult is what a drop phase removed: per dataset, and which partitions.
-type DropResult struct {
-	Datasets map[string]SweepResult
+// dropResult is what a drop phase removed: per dataset, and which partitions.
+type dropResult struct {
+	Datasets map[string]sweepResult
 	Dropped  map[string]bool
 }
 
-func (r *DropResult) add(partition string, rows map[string]int64) {
+func (r *dropResult) add(partition string, rows map[string]int64) {
 	r.Dropped[partition] = true
 	for ds, n := range rows {
 		d := r.Datasets[ds]
@@ -249,7 +252,7 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 	var lastErr error
 	for attempt := range w.cfg.DropAttempts {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		dropped, err := w.queries.DropPartitions(bctx, s, batch, w.cfg.LockTimeout)
+		dropped, err := w.rows().dropPartitions(bctx, s, batch, w.cfg.LockTimeout)
 		cancel()
 		if err == nil {
 			return dropped, nil
@@ -294,7 +297,7 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 		}
 		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		dropped, err := w.queries.DropDetached(bctx, detachedBy, w.cfg.LockTimeout, limit)
+		dropped, err := w.rows().dropDetached(bctx, detachedBy, w.cfg.LockTimeout, limit)
 		cancel()
 		if err != nil {
 			return n, err
@@ -324,13 +327,13 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 // A partition is walked only where the datasets in scope hold at least a quarter of its rows: a walk reads the
 // whole partition, and a run scoped to a few datasets (a manual run, or one org's) deletes their rows faster by
 // index in the per-dataset pass. Not for dry runs.
-func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error) {
-	res := PlacedResult{Swept: map[string]SweepResult{}, Walked: map[string]bool{}}
-	droppable, err := w.queries.DroppablePartitions(ctx, s)
+func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (placedResult, error) {
+	res := placedResult{Swept: map[string]sweepResult{}, Walked: map[string]bool{}}
+	droppable, err := w.rows().droppablePartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list droppable partitions of %s: %w", s.Store, err)
 	}
-	placed, err := w.queries.BoundaryPartitions(ctx, s)
+	placed, err := w.rows().boundaryPartitions(ctx, s)
 	if err != nil {
 		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
@@ -386,10 +389,10 @@ func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (PlacedResult, error
 	return res, nil
 }
 
-// PlacedResult is what sweepPlaced removed: by the drops, by the walk, and which partitions the walk swept.
-type PlacedResult struct {
-	Dropped DropResult
-	Swept   map[string]SweepResult
+// placedResult is what sweepPlaced removed: by the drops, by the walk, and which partitions the walk swept.
+type placedResult struct {
+	Dropped dropResult
+	Swept   map[string]sweepResult
 	Walked  map[string]bool
 }
 
@@ -421,7 +424,7 @@ type walkQueue struct {
 	left   map[string]int   // ranges of each partition not yet done
 	rows   map[string]int64 // rows removed from each partition so far
 	blocks map[string]int64
-	swept  map[string]SweepResult
+	swept  map[string]sweepResult
 }
 
 // planWalk adds the partitions to the queue, cut into block ranges of about four BatchSize rows rather than walked
@@ -431,7 +434,7 @@ type walkQueue struct {
 // the per-statement cost (planning, counters, commit) is paid four times less often.
 func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string) error {
 	for _, part := range parts {
-		blocks, perBlock, err := w.queries.PartitionSize(ctx, part)
+		blocks, perBlock, err := w.rows().partitionSize(ctx, part)
 		if err != nil {
 			return fmt.Errorf("size of %s: %w", part, err)
 		}
@@ -447,7 +450,7 @@ func (w *Sweeper) planWalk(ctx context.Context, q *walkQueue, parts []string) er
 
 func newWalkQueue() *walkQueue {
 	return &walkQueue{left: map[string]int{}, rows: map[string]int64{}, blocks: map[string]int64{},
-		swept: map[string]SweepResult{}}
+		swept: map[string]sweepResult{}}
 }
 
 func (q *walkQueue) take() (blockRange, bool) {
@@ -485,7 +488,7 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 		}
 		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		rows, err := w.queries.DeleteBlocks(bctx, s, r.part, r.from, r.to)
+		rows, err := w.rows().deleteBlocks(bctx, s, r.part, r.from, r.to)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("delete expired rows in %s: %w", r.part, err)
@@ -502,10 +505,10 @@ func (w *Sweeper) walk(ctx context.Context, s Sweep, q *walkQueue) error {
 
 // sweepDataset deletes (or, in a dry run, counts) the dataset's deletable rows that no drop removed, in Workers
 // partitions at once, never two workers on one partition, so that their counter updates never wait for each other.
-func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (SweepResult, error) {
-	parts, err := w.queries.DatasetPartitions(ctx, s, datasetID)
+func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (sweepResult, error) {
+	parts, err := w.rows().datasetPartitions(ctx, s, datasetID)
 	if err != nil {
-		return SweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
+		return sweepResult{}, fmt.Errorf("list partitions of %s: %w", datasetID, err)
 	}
 	var rows atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
@@ -521,7 +524,7 @@ func (w *Sweeper) sweepDataset(ctx context.Context, s Sweep, datasetID string) (
 		})
 	}
 	err = g.Wait()
-	return SweepResult{Rows: rows.Load()}, err
+	return sweepResult{Rows: rows.Load()}, err
 }
 
 // sweepPartition deletes the dataset's deletable rows in one partition, by index, in batches that each start where
@@ -530,7 +533,7 @@ func (w *Sweeper) sweepPartition(ctx context.Context, s Sweep, datasetID, part s
 	if s.DryRun {
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
 		defer cancel()
-		n, err := w.queries.CountDeletable(bctx, s, datasetID, part)
+		n, err := w.rows().countDeletable(bctx, s, datasetID, part)
 		if err != nil {
 			return 0, fmt.Errorf("count expired rows of %s in %s: %w", datasetID, part, err)
 		}
@@ -547,7 +550,7 @@ func (w *Sweeper) batchDataset(ctx context.Context, s Sweep, datasetID, part str
 	for {
 		started := w.pace.start()
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
-		n, next, err := w.queries.DeleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize, key)
+		n, next, err := w.rows().deleteBatch(bctx, s, datasetID, part, w.cfg.BatchSize, key)
 		cancel()
 		if err != nil {
 			return total, fmt.Errorf("delete expired rows of %s in %s: %w", datasetID, part, err)
