@@ -82,7 +82,7 @@ image: ## build the Docker image retention-local:dev, stamped with the version a
 # pgrun, started before and removed after `go test`; with it they use that
 # database as is.
 test: tools-newman $(BROWSER_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
-	@echo "make test: compiling with -race, then one line per package as it finishes (all of them: about 7 minutes on 2 cores; a first run compiles for a few minutes more)"
+	@echo "make test: compiling with -race, then one line per package as it finishes (all of them: about 6 minutes on 2 cores; a first run compiles for a few minutes more)"
 ifeq ($(strip $(TEST_DATABASE_URL)),)
 	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
 else

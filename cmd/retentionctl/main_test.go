@@ -58,8 +58,10 @@ func TestToken(t *testing.T) {
 	t.Run("SignsWithGivenSecretAndClaims", func(t *testing.T) {
 		t.Parallel()
 		env := map[string]string{"AUTH_HS256_SECRET": testSecret}
+		before := time.Now().Truncate(time.Second) // JWT times are whole seconds
 		out := mustCtl(t, env, "token", "-org", "ORG1@AdobeOrg", "-sub", "ops@example.com",
 			"-scope", "datasets.read audit.read", "-client", "ops-client", "-ttl", "1h")
+		after := time.Now()
 		require.True(t, strings.HasSuffix(out, "\n"), "one token on one line, for $(retentionctl token)")
 		token := strings.TrimSuffix(out, "\n")
 		require.NotContains(t, token, "\n")
@@ -71,7 +73,9 @@ func TestToken(t *testing.T) {
 		require.Equal(t, "datasets.read audit.read", claims.Scope)
 		require.Equal(t, "ops-client", claims.ClientID)
 		require.NotNil(t, claims.ExpiresAt)
-		require.WithinDuration(t, time.Now().Add(time.Hour), claims.ExpiresAt.Time, time.Minute)
+		expires := claims.ExpiresAt.Time
+		require.False(t, expires.Before(before.Add(time.Hour)) || expires.After(after.Add(time.Hour)),
+			"-ttl 1h: expires at %s, not an hour after the command ran [%s, %s]", expires, before, after)
 
 		// Only the configured secret verifies it: the dev secret must not.
 		_, err = verify(t, config.DevSecret, token)
