@@ -161,8 +161,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		return err
 	}
 	var demoDatasets []*catalog.Dataset
+	demoOrgs := demo.Orgs
+	if len(cfg.DemoOrgs) > 0 {
+		demoOrgs = cfg.DemoOrgs
+	}
 	if cfg.Dev {
-		if demoDatasets, err = demo.Load(ctx, datasets, db); err != nil {
+		if demoDatasets, err = demo.LoadOrgs(ctx, datasets, db, demoOrgs); err != nil {
 			return err
 		}
 	}
@@ -204,7 +208,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	}
 	if cfg.Dev {
 		// After the port is bound, so that the calls it prints work as soon as it is read.
-		if err := printDevWelcome(stdout, cfg.AuthHS256Secret, "http://"+ln.Addr().String(), demoDatasets, dev); err != nil {
+		if err := printDevWelcome(stdout, cfg.AuthHS256Secret, "http://"+ln.Addr().String(), demoOrgs[0], demoDatasets, dev); err != nil {
 			_ = ln.Close()
 			return err
 		}

@@ -37,6 +37,9 @@ type Config struct {
 	Scheduler       bool          `json:"scheduler"`
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	Dev             bool          `json:"dev"`
+	// DemoOrgs are the demo orgs whose data --dev loads (RETENTION_DEMO_ORGS, comma-separated; empty: all of them):
+	// each cell of `make run-cells` loads its own.
+	DemoOrgs []string `json:"retention_demo_orgs,omitempty"`
 
 	// PprofAddr, when set (PPROF_ADDR), is where Go's profiles (net/http/pprof, /debug/pprof/) are served, on a
 	// listener of their own without authentication: for a loopback address, as the benchmark's CPU profile uses.
@@ -127,6 +130,7 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 		AuthHS256Secret: getenv("AUTH_HS256_SECRET"),
 		AuthJWKSURL:     getenv("AUTH_JWKS_URL"),
 		PprofAddr:       getenv("PPROF_ADDR"),
+		DemoOrgs:        strings.FieldsFunc(getenv("RETENTION_DEMO_ORGS"), func(r rune) bool { return r == ',' || r == ' ' }),
 		Dev:             dev,
 	}
 	var errs []error
