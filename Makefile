@@ -69,6 +69,13 @@ run: ## run retentiond locally with demo data (starts a private PostgreSQL unles
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/retentiond ./cmd/retentionctl
 	./bin/retentiond --dev
 
+# Two cells behind HAProxy (README, "Past one Postgres"): runcells starts each cell's PostgreSQL and retentiond, then
+# the proxy, and Ctrl-C stops them all. Built first and then run, as make run does.
+run-cells: tools-haproxy ## run two cells of retentiond, each on its own private PostgreSQL with its demo org, behind HAProxy
+	@echo "make run-cells: building bin/retentiond, bin/retentionctl and bin/runcells"
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/retentiond ./cmd/retentionctl ./internal/tools/runcells
+	HAPROXY=$(HAPROXY) ./bin/runcells
+
 # For a PostgreSQL that a killed retentiond left running (a `make run` takes it over as well). It refuses while the
 # retentiond that started it still runs: Ctrl-C on that one stops both.
 stop: ## stop the PostgreSQL of `make run` that a killed retentiond left running
