@@ -49,10 +49,11 @@ AXE_CORE := $(TOOLS)/node/node_modules/axe-core/axe.min.js
 CHROMIUM ?= /usr/bin/chromium
 BROWSER_TOOLS := $(if $(filter ./... ./console/ ./console ./console/...,$(PKG)),tools-chromium tools-axe)
 
-# The cells' tests (internal/cells, and the ones with two cells behind the proxy in cmd/) run Debian's HAProxy, as
+# The cells' tests (internal/cells, the ones with two cells behind the proxy in cmd/, the benchmark's smoke run of its
+# routing cost in internal/bench) run Debian's HAProxy, as
 # deploy/cells/haproxy.cfg configures it; tests find it through $HAPROXY. A run without those packages does not need it.
 HAPROXY ?= /usr/sbin/haproxy
-PROXY_TOOLS := $(if $(filter ./... ./internal/cells/ ./internal/cells ./cmd/%,$(PKG)),tools-haproxy)
+PROXY_TOOLS := $(if $(filter ./... ./internal/cells/ ./internal/cells ./internal/bench/ ./internal/bench ./cmd/%,$(PKG)),tools-haproxy)
 
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
