@@ -48,13 +48,17 @@ type cell struct {
 	logPath   string
 }
 
-func main() {
+func main() { os.Exit(exitCode()) }
+
+// exitCode runs everything and returns the exit status, so that deferred cleanups run before main exits.
+func exitCode() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "run-cells:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func run(ctx context.Context, out io.Writer) (err error) {
@@ -206,7 +210,7 @@ func placeDemoOrgs(checkout, base string, cs []*cell) (string, error) {
 		return "", err
 	}
 	if _, err := os.Stat(mapFile); errors.Is(err, os.ErrNotExist) {
-		shipped, err := os.ReadFile(filepath.Join(checkout, "deploy", "cells", "orgs.map"))
+		shipped, err := os.ReadFile(filepath.Join(checkout, "deploy", "cells", "orgs.map")) //nolint:gosec // the checkout's own file
 		if err != nil {
 			return "", err
 		}
@@ -232,7 +236,7 @@ func placeDemoOrgs(checkout, base string, cs []*cell) (string, error) {
 
 // startProxy starts HAProxy on the shipped configuration and the map of placeDemoOrgs.
 func startProxy(ctx context.Context, checkout, base, mapFile string, cs []*cell) (*cells.Proxy, error) {
-	log, err := os.OpenFile(filepath.Join(base, "haproxy.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	log, err := os.OpenFile(filepath.Join(base, "haproxy.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600) //nolint:gosec // the checkout's own folder
 	if err != nil {
 		return nil, err
 	}
