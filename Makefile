@@ -180,10 +180,10 @@ fuzz: ## fuzz the retention period parser for 30s
 # (go run ./cmd/retentionbench -h lists them).
 BENCHFLAGS ?=
 
-bench: ## run the benchmarks at full size (about 30 min) and write the table into docs/benchmarks.md
+bench: tools-haproxy ## run the benchmarks at full size (about 30 min) and write the table into docs/benchmarks.md
 	$(GO) run ./cmd/retentionbench -write-doc $(BENCHFLAGS)
 
-bench-smoke: ## run the benchmark harness at smoke size (under a minute; checks it works, the figures mean nothing)
+bench-smoke: tools-haproxy ## run the benchmark harness at smoke size (under a minute; checks it works, the figures mean nothing)
 	$(GO) run ./cmd/retentionbench -smoke $(BENCHFLAGS)
 
 # .tools (pinned tools) and .data (the dev database) are kept: both are slow
