@@ -134,8 +134,7 @@ func (c *cell) start(ctx context.Context, retentiond, base string, logger *slog.
 	if err != nil {
 		return err
 	}
-	// Not CommandContext: Ctrl-C reaches retentiond from the terminal, and stopCells sends SIGTERM and waits, so
-	// that it stops before its PostgreSQL does.
+	// Not CommandContext: stopCells sends SIGTERM and waits, so that retentiond stops before its PostgreSQL does.
 	c.cmd = exec.Command(retentiond, "--dev", "-addr", c.addr) //nolint:noctx // stopped by stopCells, see above
 	demoOrgs := strings.Join(c.demoOrgs, ",")
 	if demoOrgs == "" {
@@ -143,6 +142,9 @@ func (c *cell) start(ctx context.Context, retentiond, base string, logger *slog.
 	}
 	c.cmd.Env = append(os.Environ(), "DATABASE_URL="+dev.URL(), "RETENTION_DEMO_ORGS="+demoOrgs, "HTTP_ADDR=")
 	c.cmd.Stdout, c.cmd.Stderr = log, log
+	// A group of its own, so that Ctrl-C reaches runcells alone, which stops the proxy first and each retentiond
+	// before its PostgreSQL; otherwise the first process to exit on the terminal's signal would look like a crash.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.cmd.Start(); err != nil {
 		_ = log.Close()
 		return fmt.Errorf("start %s: %w", retentiond, err)
