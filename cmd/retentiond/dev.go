@@ -10,15 +10,13 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
-	"github.com/acme/retention/internal/demo"
 	"github.com/acme/retention/internal/pgcluster"
 )
 
 // printDevWelcome prints what a new user needs once the server listens at base: a dev token and curl calls that
 // work as printed, and, with the private cluster, how to reach its database from a second shell. datasets are the
-// demo datasets of the token's org; dev is nil when DATABASE_URL named a database.
-func printDevWelcome(out io.Writer, secret, base string, datasets []*catalog.Dataset, dev *pgcluster.Dev) error {
-	org := demo.Orgs[0]
+// demo datasets of org, the token's; dev is nil when DATABASE_URL named a database.
+func printDevWelcome(out io.Writer, secret, base, org string, datasets []*catalog.Dataset, dev *pgcluster.Dev) error {
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 		Org:              org, ClientID: "retentionctl-dev",

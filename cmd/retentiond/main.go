@@ -160,11 +160,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
-	var demoDatasets []*catalog.Dataset
-	if cfg.Dev {
-		if demoDatasets, err = demo.Load(ctx, datasets, db); err != nil {
-			return err
-		}
+	welcomeOrg, demoDatasets, err := loadDemo(ctx, cfg, datasets, db)
+	if err != nil {
+		return err
 	}
 	if err := queue.Start(ctx, work); err != nil {
 		return err
@@ -204,12 +202,26 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	}
 	if cfg.Dev {
 		// After the port is bound, so that the calls it prints work as soon as it is read.
-		if err := printDevWelcome(stdout, cfg.AuthHS256Secret, "http://"+ln.Addr().String(), demoDatasets, dev); err != nil {
+		if err := printDevWelcome(stdout, cfg.AuthHS256Secret, "http://"+ln.Addr().String(), welcomeOrg, demoDatasets, dev); err != nil {
 			_ = ln.Close()
 			return err
 		}
 	}
 	return listen(ctx, cfg, ln, api, logger)
+}
+
+// loadDemo loads the demo data with --dev, of the orgs RETENTION_DEMO_ORGS names (all when unset, none for "none"),
+// and returns the org the welcome's token is for and its demo datasets.
+func loadDemo(ctx context.Context, cfg *config.Config, datasets catalog.DatasetService, db *postgres.DB) (string, []*catalog.Dataset, error) {
+	orgs := demo.Orgs
+	if cfg.DemoOrgs != nil {
+		orgs = cfg.DemoOrgs
+	}
+	if !cfg.Dev || len(orgs) == 0 {
+		return demo.Orgs[0], nil, nil
+	}
+	loaded, err := demo.LoadOrgs(ctx, datasets, db, orgs)
+	return orgs[0], loaded, err
 }
 
 // servePprof serves Go's profiles at addr (PPROF_ADDR) until ctx ends, on a listener of their own, apart from the

@@ -31,7 +31,7 @@ import (
 //   - `#=> text` lines right after a command are its standard output, line by line and whole: as many lines as
 //     there are `#=>` lines, each equal to its text, where … stands for any text. Standard error is not compared.
 //     Other comments (`#   …`) are prose for the reader and are not checked.
-//   - http://127.0.0.1:8080 and ./bin/ are the test's server and binaries.
+//   - http://127.0.0.1:8080 and ./bin/ are the test's server and binaries; ./deploy/ is the checkout's.
 //   - README_SHOW=1 logs every command's output, to write a #=> line from.
 
 // readmeSkip, on the line before a block's fence, keeps the test from running the block.
@@ -202,7 +202,12 @@ func TestReadmeRunsAsPrinted(t *testing.T) {
 
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(bin, filepath.Join(dir, "bin")))
-	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "RETENTION_URL="+url)
+	// deploy/ for the cells' proxy configuration, which a block checks with haproxy (Debian's, in /usr/sbin, which
+	// is not on every user's PATH).
+	deploy, err := filepath.Abs("../../deploy")
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(deploy, filepath.Join(dir, "deploy")))
+	env := append(os.Environ(), "DATABASE_URL="+databaseURL, "RETENTION_URL="+url, "PATH="+os.Getenv("PATH")+":/usr/sbin")
 	var preamble []string
 	for _, s := range sections {
 		for _, c := range s.commands {

@@ -157,3 +157,31 @@ func TestJudgeDeletes(t *testing.T) {
 		}
 	})
 }
+
+func TestRoutingRow(t *testing.T) {
+	t.Parallel()
+	at := func(rates ...float64) []readMeasure {
+		var ms []readMeasure
+		for _, r := range rates {
+			ms = append(ms, readMeasure{stats: latencyStats{perSec: r}})
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		name           string
+		direct, routed []readMeasure
+		want           Verdict
+		ratio          string
+	}{
+		{"AboveEightyPercent", at(1000, 1100), at(900, 950), Holds, "88%"},
+		{"BelowEightyPercent", at(1000, 1000), at(700, 780), Fails, "74%"},
+		{"FailedRequestFails", at(1000, 1000), []readMeasure{{stats: latencyStats{perSec: 990, errors: 1}}, {stats: latencyStats{perSec: 990}}}, Fails, "99%"},
+		{"DriftingBaselineIsInvalid", at(500, 1000), at(700, 700), "baseline invalid: the direct samples are 500 req/s and 1,000 req/s, more than 1.5 times apart", "93%"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := routingRow(tc.direct, tc.routed, 16, "10s")
+			require.Equal(t, tc.want, row.Holds)
+			require.Equal(t, tc.ratio, row.Ratio)
+		})
+	}
+}

@@ -24,12 +24,13 @@ const (
 	ScenarioAuditQuery   = "audit query"
 	ScenarioAuditChain   = "audit chain"
 	ScenarioMemory       = "memory"
+	ScenarioCellRouting  = "cell routing"
 )
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
 	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
-	ScenarioAPIReads, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
+	ScenarioAPIReads, ScenarioCellRouting, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
 }
 
 // Verdict says whether a row's goal holds.

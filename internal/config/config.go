@@ -37,6 +37,9 @@ type Config struct {
 	Scheduler       bool          `json:"scheduler"`
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	Dev             bool          `json:"dev"`
+	// DemoOrgs are the demo orgs whose data --dev loads (RETENTION_DEMO_ORGS, comma-separated): nil (unset) for
+	// all of them, empty ("none") for none; each cell of `make run-cells` loads its own.
+	DemoOrgs []string `json:"retention_demo_orgs,omitempty"`
 
 	// PprofAddr, when set (PPROF_ADDR), is where Go's profiles (net/http/pprof, /debug/pprof/) are served, on a
 	// listener of their own without authentication: for a loopback address, as the benchmark's CPU profile uses.
@@ -115,6 +118,17 @@ const (
 	DefaultLongRequestsPerOrg = 4
 )
 
+// demoOrgs parses RETENTION_DEMO_ORGS; whether each is a demo org is checked where the demo data is loaded.
+func demoOrgs(v string) []string {
+	switch v = strings.TrimSpace(v); v {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
 // Getenv reads one variable; os.Getenv in production, a map in tests.
 type Getenv func(string) string
 
@@ -127,6 +141,7 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 		AuthHS256Secret: getenv("AUTH_HS256_SECRET"),
 		AuthJWKSURL:     getenv("AUTH_JWKS_URL"),
 		PprofAddr:       getenv("PPROF_ADDR"),
+		DemoOrgs:        demoOrgs(getenv("RETENTION_DEMO_ORGS")),
 		Dev:             dev,
 	}
 	var errs []error

@@ -121,6 +121,24 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 	require.Empty(t, cfg.AuthHS256Secret)
 }
 
+func TestLoadReadsDemoOrgs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, value string
+		want        []string
+	}{
+		{"UnsetMeansAll", "", nil},
+		{"NoneMeansNone", "none", []string{}},
+		{"CommaSeparated", "A@AdobeOrg, B@AdobeOrg", []string{"A@AdobeOrg", "B@AdobeOrg"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(getenv(with(validEnv(), map[string]string{"RETENTION_DEMO_ORGS": tc.value})), true)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, cfg.DemoOrgs)
+		})
+	}
+}
+
 func TestLoadRefusesBadValue(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -5,10 +5,13 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,9 +55,26 @@ var datasets = []datasetSpec{
 // held back by the ingestion grace and a retention run removes the expired ones. It returns the first org's demo
 // datasets, by name: not the datasets a user created beside them.
 func Load(ctx context.Context, svc catalog.DatasetService, db *postgres.DB) ([]*catalog.Dataset, error) {
+	return LoadOrgs(ctx, svc, db, Orgs)
+}
+
+// LoadOrgs is Load for the demo datasets of orgs only, each one of Orgs, as a cell of `make run-cells` holds its
+// own org and not the other's; it returns the demo datasets of orgs[0].
+func LoadOrgs(ctx context.Context, svc catalog.DatasetService, db *postgres.DB, orgs []string) ([]*catalog.Dataset, error) {
+	if len(orgs) == 0 {
+		return nil, errors.New("load demo data: no org")
+	}
+	for _, org := range orgs {
+		if !slices.Contains(Orgs, org) {
+			return nil, fmt.Errorf("load demo data: %s is not a demo org (%s)", org, strings.Join(Orgs, ", "))
+		}
+	}
 	rows := postgres.NewRowService(db, 0)
 	now := db.Now().UTC().Truncate(time.Millisecond)
 	for i, spec := range datasets {
+		if !slices.Contains(orgs, spec.org) {
+			continue
+		}
 		c := &catalog.Caller{User: "demo@acme.example", ClientID: "retentiond-demo", Org: spec.org, Sandbox: catalog.DefaultSandbox, RequestID: "demo-load"}
 		ds, err := ensureDataset(ctx, svc, c, spec)
 		if err != nil {
@@ -75,10 +95,10 @@ func Load(ctx context.Context, svc catalog.DatasetService, db *postgres.DB) ([]*
 			return nil, fmt.Errorf("load rows of demo dataset %s: %w", spec.name, err)
 		}
 	}
-	c := &catalog.Caller{Org: Orgs[0], Sandbox: catalog.DefaultSandbox}
+	c := &catalog.Caller{Org: orgs[0], Sandbox: catalog.DefaultSandbox}
 	var names []string
 	for _, spec := range datasets {
-		if spec.org == Orgs[0] {
+		if spec.org == orgs[0] {
 			names = append(names, spec.name)
 		}
 	}

@@ -109,6 +109,27 @@ func TestLoad(t *testing.T) {
 	})
 }
 
+// A cell of make run-cells loads its own demo org only: the other org's datasets are not there at all.
+func TestLoadOrgsLoadsOnlyThoseOrgs(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewDB(t)
+	svc := postgres.NewDatasetService(db)
+	ctx := context.Background()
+	loaded, err := LoadOrgs(ctx, svc, db, []string{Orgs[1]})
+	require.NoError(t, err)
+	var names []string
+	for _, ds := range loaded {
+		names = append(names, ds.Name)
+	}
+	require.Equal(t, []string{"pos-transactions", "support-tickets"}, names)
+	require.Equal(t, map[string]int64{"pos-transactions": RowsPerDataset, "support-tickets": RowsPerDataset}, rowCounts(t, db))
+
+	_, err = LoadOrgs(ctx, svc, db, []string{"NOTADEMO0000000000000000@AdobeOrg"})
+	require.ErrorContains(t, err, "NOTADEMO0000000000000000@AdobeOrg is not a demo org")
+	_, err = LoadOrgs(ctx, svc, db, nil)
+	require.ErrorContains(t, err, "no org")
+}
+
 func TestSynthetic(t *testing.T) {
 	t.Parallel()
 
