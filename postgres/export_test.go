@@ -50,7 +50,7 @@ func (s *RowService) PlannedPartitions(ctx context.Context, datasetID string) (r
 		if read, err = plannedRelations(ctx, tx, query, args); err != nil {
 			return err
 		}
-		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql(), ""),
+		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql(), "", "", ""),
 			[]any{datasetID, []string{"x"}, string(catalog.LakeHouse)})
 		return err
 	})
