@@ -24,7 +24,7 @@ func NewManifestService(db *DB) *ManifestService {
 const manifestCounts = `
 SELECT removed.n, count(m.id), coalesce(max(m.id), 0)
 FROM (%s) removed
-LEFT JOIN deletion_manifests m ON m.removal_kind = @kind AND m.removal_id = @id AND m.dataset_id = @dataset
+LEFT JOIN deletion_manifests m ON m.removal_kind = @kind AND m.removal_id = @id::text AND m.dataset_id = @dataset
 GROUP BY removed.n`
 
 // runRemoved is a run part's removed rows, from the ledger its Expire event is written from, for a caller who sees
@@ -32,12 +32,12 @@ GROUP BY removed.n`
 const runRemoved = `SELECT (SELECT coalesce(sum(x.rows_deleted), 0)::bigint FROM retention_deletions x
         WHERE x.run_id = rd.run_id AND x.dataset_id = rd.dataset_id) AS n
     FROM retention_run_datasets rd JOIN retention_runs r ON r.id = rd.run_id
-    WHERE rd.run_id = @id::uuid AND rd.dataset_id = @dataset AND rd.org_id = @org AND rd.sandbox_name = @sandbox
+    WHERE rd.run_id = @uuid::uuid AND rd.dataset_id = @dataset AND rd.org_id = @org AND rd.sandbox_name = @sandbox
       AND NOT r.dry_run`
 
 // rowDeleteRemoved is a delete by _id's removed rows, from its Delete event (details.rowsDeleted).
 const rowDeleteRemoved = `SELECT (e.details->>'rowsDeleted')::bigint AS n FROM audit_events e
-    WHERE e.id = @id::uuid AND e.asset_id = @dataset AND e.org_id = @org AND e.sandbox_name = @sandbox
+    WHERE e.id = @uuid::uuid AND e.asset_id = @dataset AND e.org_id = @org AND e.sandbox_name = @sandbox
       AND e.action = 'Delete' AND e.details ? 'rowId'`
 
 // OpenManifest implements catalog.ManifestService.
@@ -52,7 +52,7 @@ func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r
 		return nil, catalog.Invalid("invalid-parameter", field, "%s %q must be a UUID", field, catalog.Clip(r.ID))
 	}
 	m := &catalog.Manifest{Removal: r}
-	err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID,
+	err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID, "uuid": r.ID,
 		"dataset": r.DatasetID, "org": c.Org, "sandbox": c.Sandbox}).Scan(&m.Removed, &m.Listed, &m.Through)
 	if err != nil {
 		return nil, translate(err, fmt.Sprintf("no %s %s removed rows of dataset %s", r.Kind, r.ID, r.DatasetID))
