@@ -234,3 +234,48 @@ func TestRecordRemovedIDsFollowsTheSwitch(t *testing.T) {
 	require.NoError(t, r.Err())
 	require.Equal(t, map[string]int{listed: 2}, n)
 }
+
+// Manifests are kept as long as the run history: the history cleaner removes a run's manifest with the run, and
+// a delete's once it is older than the cutoff, and keeps both until then.
+func TestPruneHistoryRemovesManifests(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 100, 12*time.Hour)
+	b.setManifest(t, id, true)
+	require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r0"))
+	b.now = b.now.Add(10 * 24 * time.Hour)
+	b.runWhole(t, id)
+	entries := func() map[string]int {
+		n := map[string]int{}
+		rows, err := b.db.Pool.Query(ctx, `SELECT removal_kind, count(*) FROM deletion_manifests GROUP BY 1`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var kind string
+			var c int
+			require.NoError(t, rows.Scan(&kind, &c))
+			n[kind] = c
+		}
+		require.NoError(t, rows.Err())
+		return n
+	}
+	kept := entries()
+	require.Equal(t, 1, kept["row-delete"])
+	require.Positive(t, kept["run"])
+
+	runs := postgres.NewRunRepository(b.db)
+	pruned, err := runs.PruneHistory(ctx, b.now.Add(-11*24*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, pruned)
+	require.Equal(t, kept, entries(), "a cutoff before both keeps both manifests")
+	pruned, err = runs.PruneHistory(ctx, b.now.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, pruned, "the run finished after the cutoff")
+	require.Equal(t, map[string]int{"run": kept["run"]}, entries(), "the delete, 10 days before, is older than the cutoff")
+	pruned, err = runs.PruneHistory(ctx, b.now.Add(time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned)
+	require.Empty(t, entries(), "the run's manifest left with it")
+}
