@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/audit"
@@ -89,6 +90,15 @@ func (b *sweepBundle) runWhole(t *testing.T, ids ...string) (string, map[string]
 	runs := postgres.NewRunRepository(b.db)
 	runID, err := runs.CreateManualRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse, DatasetIDs: ids}, retention.Period{})
 	require.NoError(t, err)
+	return runID, b.sweepRun(t, runID)
+}
+
+// sweepRun does a created run's work as the run and dataset jobs do, and ends its parts with their Expire events. It
+// returns the rows the drops took of each dataset.
+func (b *sweepBundle) sweepRun(t *testing.T, runID string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	runs := postgres.NewRunRepository(b.db)
 	plan, err := runs.PrepareRun(ctx, runID)
 	require.NoError(t, err)
 	sw := postgres.Sweep{RunID: runID, Store: plan.Store, At: plan.At, Grace: plan.Grace, Datasets: plan.Scope}
@@ -99,13 +109,13 @@ func (b *sweepBundle) runWhole(t *testing.T, ids ...string) (string, map[string]
 		dropped[ds] = r.Rows
 	}
 	sw.Walked = placed.Walked
-	for _, id := range ids {
+	for _, id := range plan.Pending {
 		_, err := b.sweeper.SweepDataset(ctx, sw, id)
 		require.NoError(t, err)
 	}
-	_, err = runs.FinishDatasets(ctx, runID, ids)
+	_, err = runs.FinishDatasets(ctx, runID, plan.Pending)
 	require.NoError(t, err)
-	return runID, dropped
+	return dropped
 }
 
 // A run lists in a dataset's manifest exactly the rows it removed of it, those that left with dropped partitions
@@ -278,4 +288,35 @@ func TestPruneHistoryRemovesManifests(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, pruned)
 	require.Empty(t, entries(), "the run's manifest left with it")
+}
+
+// The rows of a deleted dataset leave with the next scheduled run, which lists them in its manifest of the dataset
+// with the reason, and counts them as its Expire event does.
+func TestManifestListsADeletedDatasetsRows(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "deleted")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 50, 12*time.Hour)
+	b.setManifest(t, id, true)
+	stored := b.rowIDs(t, id)
+	require.NoError(t, b.datasets.DeleteDataset(ctx, b.caller, id))
+	b.now = b.now.Add(time.Hour)
+	runID, created, err := postgres.NewRunRepository(b.db).CreateScheduledRun(ctx, catalog.LakeHouse, b.now, retention.Period{})
+	require.NoError(t, err)
+	require.True(t, created)
+	b.sweepRun(t, runID)
+	require.Empty(t, b.rowIDs(t, id), "the run removed every row of the deleted dataset")
+
+	m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.Equal(t, stored, ids)
+	require.Equal(t, int64(len(stored)), m.Removed)
+	require.Equal(t, b.expireCount(t, runID, id), m.Removed)
+	var reasons []string
+	rows, err := b.db.Pool.Query(ctx, `SELECT DISTINCT reason || '/' || (expires_at IS NULL)::text FROM deletion_manifests`)
+	require.NoError(t, err)
+	reasons, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"dataset-deleted/true"}, reasons)
 }

@@ -15,6 +15,7 @@ import (
 const (
 	ScenarioRetentionRun = "retention run"
 	ScenarioHeldDataset  = "held dataset"
+	ScenarioManifest     = "deletion manifest"
 	ScenarioRunUnderLoad = "run under load"
 	ScenarioFloor        = "floor"
 	ScenarioTTLChange    = "TTL change"
@@ -28,7 +29,7 @@ const (
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
-	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
+	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
 	ScenarioAPIReads, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
 }
 
