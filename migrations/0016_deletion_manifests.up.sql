@@ -7,7 +7,8 @@ COMMENT ON COLUMN row_expirations.deletion_manifest IS
     'deletionManifest: each removal of the store''s rows of the dataset records their _ids in deletion_manifests';
 
 CREATE TABLE deletion_manifests (
-    id           bigserial   PRIMARY KEY,
+    -- The order entries were written in; no index of its own: the one index below, which every read uses, holds it.
+    id           bigserial   NOT NULL,
     -- run: a retention run (removal_id its id); row-delete: DELETE /dataSets/{id}/rows/{_id} (removal_id the id of
     -- its Delete audit event); work-order: a record-delete work order (removal_id its id).
     removal_kind text        NOT NULL CHECK (removal_kind IN ('run', 'row-delete', 'work-order')),

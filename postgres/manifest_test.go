@@ -172,13 +172,21 @@ func TestManifestOfADeleteByID(t *testing.T) {
 	for _, id := range []string{listed, plain} {
 		require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r1"))
 		var eventID string
-		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT id::text FROM audit_events WHERE action = 'Delete' AND asset_id = $1`, id).Scan(&eventID))
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT id::text FROM audit_events WHERE action = 'Delete' AND asset_id = $1
+			AND details->>'rowId' = 'r1'`, id).Scan(&eventID))
 		m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRowDelete, ID: eventID, DatasetID: id})
 		require.Equal(t, int64(1), m.Removed)
 		if id == listed {
 			require.Equal(t, []string{"r1"}, ids)
 		} else {
 			require.Empty(t, ids)
+		}
+		if id == listed { // turned off again, the switch lists no more deletes
+			b.setManifest(t, id, false)
+			require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r2"))
+			var listedAfter int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE row_id = 'r2'`).Scan(&listedAfter))
+			require.Zero(t, listedAfter)
 		}
 		other := *b.caller
 		other.Org = "OTHER@AdobeOrg"
