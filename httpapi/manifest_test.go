@@ -127,6 +127,13 @@ func TestDeletionManifestRoutes(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, other.do(t, request{method: http.MethodGet, path: "/dataSets/" + id + "/rowDeletes/" + eventID + "/deleted"}).status)
 	readOnly := map[string]string{"Authorization": "Bearer " + mintToken(t, b.org, []string{catalog.ScopeDatasetsRead}, time.Hour)}
 	require.Equal(t, http.StatusForbidden, b.do(t, request{method: http.MethodGet, path: path, headers: readOnly}).status)
+	// A dry run removed nothing, so it has no manifest.
+	caller := &catalog.Caller{User: "t", ClientID: "t", Org: b.org, Sandbox: "prod", RequestID: "r"}
+	dryID, err := runs.CreateManualRun(ctx, caller, catalog.RunRequest{Store: catalog.LakeHouse, DatasetIDs: []string{id}, DryRun: true}, retention.Period{})
+	require.NoError(t, err)
+	_, err = runs.PrepareRun(ctx, dryID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, b.do(t, request{method: http.MethodGet, path: "/retention/runs/" + dryID + "/datasets/" + id + "/deleted"}).status)
 	bad := b.do(t, request{method: http.MethodGet, path: "/retention/runs/not-a-uuid/datasets/" + id + "/deleted"})
 	require.Equal(t, http.StatusBadRequest, bad.status)
 	require.Equal(t, "runId", bad.problem(t).Field)
