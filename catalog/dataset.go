@@ -84,6 +84,9 @@ type RowExpiration struct {
 	SetBy         string
 	Updated       time.Time
 	LastCompleted *time.Time // when a retention run last finished this store of the dataset; nil before the first
+	// DeletionManifest makes each removal of the store's rows of the dataset record their _ids, in the transaction
+	// that removes them (deletionManifest); off by default, when a removal records nothing.
+	DeletionManifest bool
 }
 
 // Dataset is a named container of event rows, owned by one org and sandbox.

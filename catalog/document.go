@@ -13,6 +13,8 @@ func (r RowExpiration) Document() map[string]any {
 		"valueStatus": r.ValueStatus,
 		"setBy":       r.SetBy,
 		"updated":     EpochMillis(r.Updated),
+		// deletionManifest is shown whether on or off, so that a caller sees the setting it may change.
+		"deletionManifest": r.DeletionManifest,
 	}
 	if r.TTL != nil {
 		doc["ttlValue"] = r.TTL.String()

@@ -31,6 +31,8 @@ type Patch struct {
 	ReplaceTags, ReplaceExtensions bool
 	// RowOverrides sets the dataset's switch for per-row expiry; nil leaves it.
 	RowOverrides *RowOverrides
+	// Manifest sets each named store's deletionManifest; a store not named keeps its own.
+	Manifest map[Store]bool
 }
 
 // serviceOwned are fields a caller may read but never write; naming them says why the PATCH was refused.
@@ -49,7 +51,8 @@ var serviceOwned = map[string]string{
 	"schemaRef":     "the schema of a dataset cannot be changed",
 }
 
-// rowExpirationOwned are the rowExpiration fields the service sets; only ttlValue and rowOverrides are writable.
+// rowExpirationOwned are the rowExpiration fields the service sets; only ttlValue, rowOverrides and
+// deletionManifest are writable.
 var rowExpirationOwned = []string{
 	"valueStatus", "setBy", "updated", "lastCompleted", "nextRun", "defaultValue", "minValue", "maxValue",
 }
@@ -70,7 +73,7 @@ func ParsePatch(body map[string]any) (*Patch, error) {
 }
 
 // v2Writable names what PATCH /v2/dataSets/{id} writes, for the message refusing anything else.
-const v2Writable = "description, tags, extensions.<store>.rowExpiration.ttlValue, extensions.adobe_lakeHouse.rowExpiration.rowOverrides and extension keys"
+const v2Writable = "description, tags, extensions.<store>.rowExpiration.ttlValue, extensions.<store>.rowExpiration.deletionManifest, extensions.adobe_lakeHouse.rowExpiration.rowOverrides and extension keys"
 
 func (p *Patch) parseTop(key string, value any) error {
 	switch key {
@@ -258,18 +261,24 @@ func (p *Patch) parseRowExpiration(store Store, value any) error {
 			if err := p.parseRowOverrides(store, field+".rowOverrides", obj[key]); err != nil {
 				return err
 			}
+		case key == "deletionManifest":
+			if err := p.parseManifest(store, field+".deletionManifest", obj[key]); err != nil {
+				return err
+			}
 		case slices.Contains(rowExpirationOwned, key):
 			return Invalid("read-only-field", field+"."+key, "%s.%s may not be set by PATCH: it is set by the service", field, key)
 		default:
-			return Invalid("unknown-field", field+"."+Clip(key), "%s.%s is not a rowExpiration field; only ttlValue and rowOverrides can be set", field, Clip(key))
+			return Invalid("unknown-field", field+"."+Clip(key), "%s.%s is not a rowExpiration field; only ttlValue, rowOverrides and deletionManifest can be set", field, Clip(key))
 		}
 	}
 	raw, ok := obj["ttlValue"]
-	if _, switched := obj["rowOverrides"]; !ok && switched {
+	_, switched := obj["rowOverrides"]
+	_, manifest := obj["deletionManifest"]
+	if !ok && (switched || manifest) {
 		return nil
 	}
 	if !ok {
-		return Invalid("missing-field", field+".ttlValue", "%s.ttlValue is required unless rowOverrides is sent", field)
+		return Invalid("missing-field", field+".ttlValue", "%s.ttlValue is required unless rowOverrides or deletionManifest is sent", field)
 	}
 	ttl, err := ParseTTLValue(field+".ttlValue", raw)
 	if err != nil {
@@ -295,6 +304,20 @@ func (p *Patch) parseRowOverrides(store Store, field string, raw any) error {
 		return nil
 	}
 	return Invalid("invalid-field", field, "%s must be \"allowed\" or \"refused\", got %s %s", field, jsonType(raw), compact(raw))
+}
+
+// parseManifest reads a store's deletionManifest: true or false, nothing else (a string "true" is refused, so
+// that no caller believes a manifest is kept when it is not).
+func (p *Patch) parseManifest(store Store, field string, raw any) error {
+	on, ok := raw.(bool)
+	if !ok {
+		return Invalid("invalid-field", field, "%s must be true or false, got %s %s", field, jsonType(raw), compact(raw))
+	}
+	if p.Manifest == nil {
+		p.Manifest = map[Store]bool{}
+	}
+	p.Manifest[store] = on
+	return nil
 }
 
 // ParseTTLValue validates a decoded JSON ttlValue: an ISO-8601 period string under the grammar of
@@ -367,6 +390,7 @@ func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, n
 	if err != nil {
 		return nil, nil, err
 	}
+	change.applyManifest(next, p.Manifest, now)
 	change.noteAttributes(ds, next)
 	if err := checkPatchedSize(ds, next, p); err != nil {
 		return nil, nil, err
@@ -492,11 +516,32 @@ func applyTTL(ds *Dataset, ttl map[Store]*retention.Period, limits map[PolicyKey
 		if !asked && retention.SamePeriod(before.TTL, want[store]) {
 			continue
 		}
-		after := RowExpiration{TTL: want[store], ValueStatus: ValueCustom, SetBy: SetByUser, Updated: now, LastCompleted: before.LastCompleted}
+		after := RowExpiration{TTL: want[store], ValueStatus: ValueCustom, SetBy: SetByUser, Updated: now, LastCompleted: before.LastCompleted,
+			DeletionManifest: before.DeletionManifest}
 		ds.RowExpiration[store] = after
 		change.RowExpiration[store] = RowExpirationChange{Before: before, After: after}
 	}
 	return change, nil
+}
+
+// applyManifest sets each named store's deletionManifest on next, and records the stores whose switch moved as
+// row-expiration changes, so that the Update event shows it before and after as it shows a TTL. A store with no
+// row-expiration setting (none is made by a patch of the switch alone) is left as it is.
+func (c *Change) applyManifest(next *Dataset, manifest map[Store]bool, now time.Time) {
+	for _, store := range Stores {
+		on, asked := manifest[store]
+		re, ok := next.RowExpiration[store]
+		if !asked || !ok || re.DeletionManifest == on {
+			continue
+		}
+		before := re
+		if ch, changed := c.RowExpiration[store]; changed {
+			before = ch.Before
+		}
+		re.DeletionManifest, re.Updated = on, now
+		next.RowExpiration[store] = re
+		c.RowExpiration[store] = RowExpirationChange{Before: before, After: re}
+	}
 }
 
 // crossStore enforces that the profile TTL is never longer than the lake TTL.

@@ -71,6 +71,7 @@ func setup(t testing.TB) *testBundle {
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Holds: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
+		Manifests: postgres.NewManifestService(db),
 		NextRun:   func(catalog.Store) *time.Time { t := testNextRun; return &t },
 		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
 		Ready:     db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,

@@ -125,7 +125,8 @@ func TestSeedRequests(t *testing.T) {
 	for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
 		re := rowExpiration(t, answers[1], store)
 		want := map[string]any{"ttlValue": "P3M", "valueStatus": "custom", "setBy": "user", "updated": re["updated"],
-			"nextRun": float64(testNextRun.UnixMilli())}
+			"nextRun":          float64(testNextRun.UnixMilli()),
+			"deletionManifest": false} // off unless PATCHed (README, "Which rows went: deletion manifests")
 		if store == "adobe_lakeHouse" {
 			want["rowOverrides"] = "allowed" // the dataset's switch for per-row expiry (README, "Refusing per-row expiry")
 		}

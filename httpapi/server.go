@@ -38,6 +38,8 @@ type Config struct {
 	// Expirations serves Adobe's Data Hygiene dataset expirations (/data/core/hygiene/ttl, /quota); nil leaves
 	// those routes out.
 	Expirations catalog.ExpirationService
+	// Manifests serves the deletion manifests (…/deleted: which rows a removal took); nil leaves those routes out.
+	Manifests catalog.ManifestService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun func(store catalog.Store) *time.Time
 	// Schedules are the cron expressions of the stores' scheduled runs (UTC), which GET /retention/schedule shows
@@ -73,6 +75,7 @@ type Server struct {
 	audit    audit.Service
 	// expirations serves the Data Hygiene routes (hygiene.go).
 	expirations catalog.ExpirationService
+	manifests   catalog.ManifestService
 	nextRun     func(store catalog.Store) *time.Time
 	schedules   map[catalog.Store]string
 	auth        *Authenticator
@@ -91,7 +94,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
@@ -139,6 +142,9 @@ func (s *Server) routes(g *echo.Group) {
 		if s.holds != nil {
 			s.holdRoutes(g, name)
 		}
+		if s.manifests != nil {
+			s.manifestRoutes(g, name)
+		}
 	}
 	g.GET("/ttl/:id", s.getTTL, read)
 	g.GET("/ttl/:id/preview", s.previewTTL, read, s.long)
@@ -146,6 +152,9 @@ func (s *Server) routes(g *echo.Group) {
 	g.GET("/retention/runs/:runId", s.getRun, read)
 	g.GET("/retention/schedule", s.getSchedule, read)
 	g.POST("/retention/runs", s.startRun, requireScope(catalog.ScopeRetentionRun))
+	if s.manifests != nil {
+		g.GET("/retention/runs/:runId/datasets/:datasetId/deleted", s.getRunManifest, requireScope(catalog.ScopeAuditRead), s.long)
+	}
 }
 
 // ServeHTTP makes the server an http.Handler.

@@ -83,7 +83,7 @@ func indexByID(datasets []*catalog.Dataset) (map[string]*catalog.Dataset, []stri
 }
 
 const selectRowExpirations = `
-SELECT dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at
+SELECT dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at, deletion_manifest
 FROM row_expirations WHERE dataset_id = ANY($1)`
 
 // attachRowExpirations loads the row-expiration settings of the datasets in one query.
@@ -101,7 +101,7 @@ func attachRowExpirations(ctx context.Context, q querier, datasets []*catalog.Da
 		var id, store string
 		var ttl *string
 		var re catalog.RowExpiration
-		if err := rows.Scan(&id, &store, &ttl, &re.ValueStatus, &re.SetBy, &re.Updated, &re.LastCompleted); err != nil {
+		if err := rows.Scan(&id, &store, &ttl, &re.ValueStatus, &re.SetBy, &re.Updated, &re.LastCompleted, &re.DeletionManifest); err != nil {
 			return fmt.Errorf("read row expirations: %w", err)
 		}
 		if err := setRowExpiration(byID[id], store, ttl, re); err != nil {
@@ -133,7 +133,7 @@ func setRowExpiration(ds *catalog.Dataset, store string, ttl *string, re catalog
 // in the same order, so the arrays' elements line up.
 const rowExpirationArrays = `SELECT array_agg(r.store) AS stores, array_agg(r.ttl_value) AS ttls,
   array_agg(r.value_status) AS statuses, array_agg(r.set_by) AS set_bys, array_agg(r.updated_at) AS updated,
-  array_agg(r.last_completed_at) AS completed
+  array_agg(r.last_completed_at) AS completed, array_agg(r.deletion_manifest) AS manifests
 FROM row_expirations r WHERE r.dataset_id = d.id`
 
 // rowExpirationColumns are the scan targets of rowExpirationArrays.
@@ -142,16 +142,18 @@ type rowExpirationColumns struct {
 	ttls                     []*string
 	updated                  []time.Time
 	completed                []*time.Time
+	manifests                []bool
 }
 
 func (c *rowExpirationColumns) targets() []any {
-	return []any{&c.stores, &c.ttls, &c.statuses, &c.setBys, &c.updated, &c.completed}
+	return []any{&c.stores, &c.ttls, &c.statuses, &c.setBys, &c.updated, &c.completed, &c.manifests}
 }
 
 // set sets the settings read on the dataset, as attachRowExpirations does for a listing.
 func (c *rowExpirationColumns) set(ds *catalog.Dataset) error {
 	for i, store := range c.stores {
-		re := catalog.RowExpiration{ValueStatus: c.statuses[i], SetBy: c.setBys[i], Updated: c.updated[i], LastCompleted: c.completed[i]}
+		re := catalog.RowExpiration{ValueStatus: c.statuses[i], SetBy: c.setBys[i], Updated: c.updated[i], LastCompleted: c.completed[i],
+			DeletionManifest: c.manifests[i]}
 		if err := setRowExpiration(ds, store, c.ttls[i], re); err != nil {
 			return err
 		}
@@ -269,7 +271,7 @@ func (s *DatasetService) addShares(ctx context.Context, q querier, byID map[stri
 // transaction of five statements took seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where
 // READ COMMITTED gave each statement its own. Each subquery probes its table's index on the dataset.
 const datasetByIDQuery = `
-SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
+SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed, re.manifests,
   (SELECT count(*)::int FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL),
   (SELECT max(e.expiry) FROM dataset_expirations e WHERE e.dataset_id = d.id AND e.status = 'pending'),
   m.partitions, m.row_counts
@@ -492,11 +494,12 @@ INSERT INTO datasets (id, org_id, sandbox_name, name, description, tags, data_be
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 
 const upsertRowExpiration = `
-INSERT INTO row_expirations (dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO row_expirations (dataset_id, store, ttl_value, value_status, set_by, updated_at, last_completed_at,
+                             deletion_manifest)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (dataset_id, store) DO UPDATE
 SET ttl_value = EXCLUDED.ttl_value, value_status = EXCLUDED.value_status, set_by = EXCLUDED.set_by,
-    updated_at = EXCLUDED.updated_at`
+    updated_at = EXCLUDED.updated_at, deletion_manifest = EXCLUDED.deletion_manifest`
 
 // CreateDataset implements catalog.DatasetService.
 func (s *DatasetService) CreateDataset(ctx context.Context, c *catalog.Caller, create catalog.DatasetCreate) (_ *catalog.Dataset, err error) {
@@ -551,7 +554,8 @@ func writeRowExpiration(ctx context.Context, tx pgx.Tx, id string, store catalog
 		v := re.TTL.String()
 		ttl = &v
 	}
-	_, err := tx.Exec(ctx, upsertRowExpiration, id, string(store), ttl, re.ValueStatus, re.SetBy, re.Updated, re.LastCompleted)
+	_, err := tx.Exec(ctx, upsertRowExpiration, id, string(store), ttl, re.ValueStatus, re.SetBy, re.Updated, re.LastCompleted,
+		re.DeletionManifest)
 	if err != nil {
 		return fmt.Errorf("write row expiration %s/%s: %w", id, store, err)
 	}
@@ -690,7 +694,7 @@ func writeDataset(ctx context.Context, tx pgx.Tx, ds *catalog.Dataset) error {
 // transaction of two statements and a query after it took five): the dataset of the caller's scope with its row expirations, and its
 // org's TTL policies (selectPolicies') as parallel arrays.
 const ttlLimitsQuery = `
-SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed,
+SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed, re.manifests,
   pol.stores, pol.managed_bys, pol.records, pol.mins, pol.maxes, pol.defaults
 FROM datasets d
 CROSS JOIN LATERAL (` + rowExpirationArrays + `) re

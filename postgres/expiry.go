@@ -255,13 +255,39 @@ const laterGroupMayExpire = `(d.deleted_at IS NOT NULL OR h.effective_until IS N
 // that it narrows the index scan on (dataset_id, ts): behind an OR, the planner read all the dataset's rows in the
 // partition for every batch.
 func deletableRows(ctx context.Context, q querier, store catalog.Store, at time.Time, grace retention.Period, datasetID string) (cond string, args pgx.NamedArgs, none bool, err error) {
+	r, err := deletableRule(ctx, q, store, at, grace, datasetID)
+	return r.cond, r.args, r.none, err
+}
+
+// deletableSet is what deletableRule answers: deletableRows' condition, arguments and none, and beside them
+// whether the dataset was deleted and whether its store keeps a deletion manifest (listed).
+type deletableSet struct {
+	cond            string
+	args            pgx.NamedArgs
+	none            bool
+	deleted, listed bool
+}
+
+// deletableRule is deletableRows, which also reads, in the same statement, the store's deletionManifest switch: a
+// batch learns whether to list its rows at no cost of its own (manifest.go).
+func deletableRule(ctx context.Context, q querier, store catalog.Store, at time.Time, grace retention.Period, datasetID string) (deletableSet, error) {
+	var r deletableSet
+	cond, args, none, err := deletableRowsOf(ctx, q, store, at, grace, datasetID, &r)
+	r.cond, r.args, r.none = cond, args, none
+	return r, err
+}
+
+func deletableRowsOf(ctx context.Context, q querier, store catalog.Store, at time.Time, grace retention.Period, datasetID string, r *deletableSet) (cond string, args pgx.NamedArgs, none bool, err error) {
 	var deleted, overrides bool
 	err = q.QueryRow(ctx, `SELECT
     EXISTS (SELECT 1 FROM datasets WHERE id = $1 AND deleted_at IS NOT NULL AND deleted_at <= $3),
-    EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2)`, datasetID, store, at).Scan(&deleted, &overrides)
+    EXISTS (SELECT 1 FROM row_overrides WHERE dataset_id = $1 AND store = $2),
+    EXISTS (SELECT 1 FROM row_expirations WHERE dataset_id = $1 AND store = $2 AND deletion_manifest)`,
+		datasetID, store, at).Scan(&deleted, &overrides, &r.listed)
 	if err != nil {
 		return "", nil, false, err
 	}
+	r.deleted = deleted
 	if deleted {
 		return `r.dataset_id = @dataset`, pgx.NamedArgs{"dataset": datasetID}, false, nil
 	}

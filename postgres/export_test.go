@@ -50,7 +50,7 @@ func (s *RowService) PlannedPartitions(ctx context.Context, datasetID string) (r
 		if read, err = plannedRelations(ctx, tx, query, args); err != nil {
 			return err
 		}
-		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql(), ""),
+		deleteByID, err = plannedRelations(ctx, tx, fmt.Sprintf(deleteByIDSQL, "lake_rows", parts.sql(), "", "", ""),
 			[]any{datasetID, []string{"x"}, string(catalog.LakeHouse)})
 		return err
 	})
@@ -178,4 +178,11 @@ func (db *DB) IngestionBusy(ctx context.Context) (bool, error) {
 // PaceAfter is the pacing of a batch that began at started, as a worker does after each batch.
 func (w *Sweeper) PaceAfter(ctx context.Context, started time.Time) error {
 	return w.pace.after(ctx, started)
+}
+
+// RecordRemovedIDs is recordRemovedIDs for a work order, in a transaction of its own.
+func (db *DB) RecordRemovedIDs(ctx context.Context, workOrderID, datasetID string, store catalog.Store, rows []RemovedRow) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		return recordRemovedIDs(ctx, tx, removal{removalWorkOrder, workOrderID}, datasetID, store, "work-order", rows, db.now())
+	})
 }

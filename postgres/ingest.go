@@ -308,7 +308,7 @@ func (rs *rowStore) replaceClientIDs(ctx context.Context, tx pgx.Tx, t *ingestTa
 		return keepVersions(ctx, tx, t, found, now)
 	}
 	for store, p := range found {
-		if _, err := deleteIDsIn(ctx, tx, t.ds.ID, store, p.parts, p.ids, true); err != nil {
+		if _, err := deleteIDsIn(ctx, tx, t.ds.ID, store, p.parts, p.ids, true, nil); err != nil {
 			return err
 		}
 	}
@@ -366,11 +366,12 @@ func keepVersions(ctx context.Context, tx pgx.Tx, t *ingestTarget, found map[cat
 // version) through a store's parent table, restricted to the partitions that hold the dataset's rows (%[2]s,
 // constants Postgres prunes with when it plans), and keeps each partition's counters exact. A deleted row's
 // partition is the one whose range holds its placed expiry (the past one's rows are placed at -infinity, the far
-// one's up to infinity): a row's tableoid names no table on a distributed store (docs/scaling.md).
+// one's up to infinity): a row's tableoid names no table on a distributed store (docs/scaling.md). A delete that
+// lists its rows (listRowDelete) returns more of each row (%[4]s) and adds its CTE (%[5]s).
 const deleteByIDSQL = `
 WITH gone AS (
     DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.row_id = ANY($2) AND %[2]s%[3]s
-    RETURNING r.placed_expiry, r.setting_id),
+    RETURNING r.placed_expiry, r.setting_id%[4]s)%[5]s,
 counted AS (
     SELECT p.name AS partition_name, g.setting_id, count(*) AS n
     FROM gone g JOIN row_partitions p ON p.store = $3 AND g.placed_expiry >= p.lower_bound
@@ -387,7 +388,9 @@ SELECT coalesce(sum(n), 0)::bigint FROM counted`
 // exact and every insert of the dataset's rows holds its advisory lock, as the caller does, so no row is missed.
 // The caller holds the stores' parents (lockRows), so no run detaches a partition between the lookup and the
 // delete; the statement names none anyway, where one naming each partition failed with 42P01 when a run had.
-func (rs *rowStore) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string) (int64, error) {
+//
+// The rows are listed in the manifest of the removal rm where the store's deletionManifest is on (listRowDelete).
+func (rs *rowStore) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID string, ids []string, rm removal, now time.Time) (int64, error) {
 	var total int64
 	for _, store := range catalog.Stores {
 		parts, err := datasetPartitions(ctx, tx, datasetID, store)
@@ -400,7 +403,7 @@ func (rs *rowStore) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID str
 		if rs.hooks.afterPartitionLookup != nil {
 			rs.hooks.afterPartitionLookup()
 		}
-		n, err := deleteIDsIn(ctx, tx, datasetID, store, parts, ids, false)
+		n, err := deleteIDsIn(ctx, tx, datasetID, store, parts, ids, false, &listing{rm, now})
 		if err != nil {
 			return 0, err
 		}
@@ -411,7 +414,8 @@ func (rs *rowStore) deleteRowsByID(ctx context.Context, tx pgx.Tx, datasetID str
 
 // deleteIDsIn deletes the rows of the dataset with these _ids from the partitions parts of a store (their current
 // versions only, or with the versions a hold kept), keeping the counters exact, and returns how many it removed.
-func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, parts partitionFilter, ids []string, currentOnly bool) (int64, error) {
+// With list, it lists them in that removal's manifest (listRowDelete).
+func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, parts partitionFilter, ids []string, currentOnly bool, list *listing) (int64, error) {
 	if parts.none() || len(ids) == 0 {
 		return 0, nil
 	}
@@ -420,8 +424,13 @@ func deleteIDsIn(ctx context.Context, tx pgx.Tx, datasetID string, store catalog
 	if currentOnly {
 		versions = " AND r.replaced_at IS NULL"
 	}
-	query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql(), versions)
-	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, ids, string(store)).Scan(&n); err != nil {
+	returning, listed, args := "", "", []any{pgx.QueryExecModeExec, datasetID, ids, string(store)}
+	if list != nil {
+		returning, listed = `, r.row_id, r.ts`, listRowDelete
+		args = append(args, list.removal.kind, list.removal.id, list.now)
+	}
+	query := fmt.Sprintf(deleteByIDSQL, storeTable(store), parts.sql(), versions, returning, listed)
+	if err := tx.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete rows of %s by _id from %s: %w", datasetID, storeTable(store), err)
 	}
 	return n, nil

@@ -413,13 +413,17 @@ func (s *RowService) DeleteRow(ctx context.Context, c *catalog.Caller, datasetID
 		if err := refuseIfHeld(ctx, tx, datasetID, "deleting its rows"); err != nil {
 			return err
 		}
-		n, err := s.db.rows.deleteRowsByID(ctx, tx, datasetID, []string{rowID})
+		// The Delete event's id names the removal, so that its manifest is found from the event.
+		ev := datasetEvent(c, ds, audit.ActionDelete, now, nil)
+		ev.ID = audit.NewID()
+		n, err := s.db.rows.deleteRowsByID(ctx, tx, datasetID, []string{rowID}, removal{removalRowDelete, ev.ID}, now)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return catalog.Errorf(catalog.ENOTFOUND, "row %q was not found in dataset %s", rowID, datasetID)
 		}
-		return writeAuditEvent(ctx, tx, datasetEvent(c, ds, audit.ActionDelete, now, map[string]any{"rowId": rowID, "rowsDeleted": n}))
+		ev.Details = map[string]any{"rowId": rowID, "rowsDeleted": n}
+		return writeAuditEvent(ctx, tx, ev)
 	})
 }

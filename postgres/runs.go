@@ -465,13 +465,21 @@ func (s *RunRepository) FailRun(ctx context.Context, runID string, cause error) 
 	return err
 }
 
-// PruneHistory deletes runs that finished before cutoff, with their parts and ledger; audit events stay.
+// PruneHistory deletes runs that finished before cutoff, with their parts, ledger and deletion manifests, and the
+// manifests of other removals made before cutoff, so that a manifest is kept as long as the run history
+// (RETENTION_HISTORY_KEEP); audit events stay. It is one statement, so that no run leaves without its manifests.
 func (s *RunRepository) PruneHistory(ctx context.Context, cutoff time.Time) (int64, error) {
-	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM retention_runs WHERE finished_at < $1`, cutoff)
+	var n int64
+	err := s.db.Pool.QueryRow(ctx, `
+WITH runs AS (DELETE FROM retention_runs WHERE finished_at < $1 RETURNING id),
+run_manifests AS (DELETE FROM deletion_manifests m USING runs
+    WHERE m.removal_kind = 'run' AND m.removal_id = runs.id::text),
+other_manifests AS (DELETE FROM deletion_manifests WHERE removal_kind <> 'run' AND removed_at < $1)
+SELECT count(*) FROM runs`, cutoff).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("prune run history: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // Overdue counts the datasets with rows in the store whose last successful run finished before cutoff (or that never

@@ -240,6 +240,9 @@ type droppable struct {
 	counts  map[string]map[string]int64
 	carry   map[string][]string
 	carried map[string]int64
+	// listed names, by partition, the datasets whose rows leave with it and whose store keeps a deletion manifest,
+	// and deleted those of them that were deleted (manifest.go).
+	listed, deleted map[string][]string
 }
 
 // droppableCounts returns what of the partitions still qualifies for a drop, from the counters, with the datasets
@@ -247,24 +250,28 @@ type droppable struct {
 // counters as rows beside it (a union rather than an outer join of row_partitions with row_stats, which a store
 // distributed by dataset runs only with row_partitions inside: docs/scaling.md).
 func droppableCounts(ctx context.Context, tx pgx.Tx, sw Sweep, names, held []string) (droppable, error) {
-	d := droppable{counts: map[string]map[string]int64{}, carry: map[string][]string{}, carried: map[string]int64{}}
+	d := droppable{counts: map[string]map[string]int64{}, carry: map[string][]string{}, carried: map[string]int64{},
+		listed: map[string][]string{}, deleted: map[string][]string{}}
 	rows, err := tx.Query(ctx, `
 WITH ok AS (SELECT part.name FROM row_partitions part
             WHERE part.name = ANY(@names::text[]) AND part.name NOT IN (`+undroppable("p.name = ANY(@names::text[])")+`))
-SELECT name, NULL::text, NULL::bigint, false FROM ok
+SELECT name, NULL::text, NULL::bigint, false, false, false FROM ok
 UNION ALL
-SELECT st.partition_name, st.dataset_id, sum(st.row_count)::bigint, st.dataset_id = ANY(@held::text[])
+SELECT st.partition_name, st.dataset_id, sum(st.row_count)::bigint, st.dataset_id = ANY(@held::text[]),
+       EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = st.dataset_id AND e.store = @store AND e.deletion_manifest),
+       EXISTS (SELECT 1 FROM datasets d WHERE d.id = st.dataset_id AND d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
 FROM row_stats st WHERE st.partition_name IN (SELECT name FROM ok) AND st.row_count > 0
 GROUP BY st.partition_name, st.dataset_id`,
-		pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "names": names, "held": held})
+		pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "names": names, "held": held,
+			"store": string(sw.Store)})
 	if err != nil {
 		return d, err
 	}
 	var part string
 	var ds *string
 	var n *int64
-	var isHeld bool
-	_, err = pgx.ForEachRow(rows, []any{&part, &ds, &n, &isHeld}, func() error {
+	var isHeld, listed, deleted bool
+	_, err = pgx.ForEachRow(rows, []any{&part, &ds, &n, &isHeld, &listed, &deleted}, func() error {
 		if d.counts[part] == nil {
 			d.counts[part] = map[string]int64{}
 		}
@@ -275,6 +282,7 @@ GROUP BY st.partition_name, st.dataset_id`,
 			d.carried[part] += *n
 		default:
 			d.counts[part][*ds] = *n
+			d.noteListed(part, *ds, listed, deleted)
 		}
 		return nil
 	})
@@ -304,6 +312,11 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, d droppable, now 
 	for _, name := range names {
 		for ds, n := range d.counts[name] {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
+		}
+		if listed := d.listed[name]; len(listed) > 0 {
+			if err := listDropped(ctx, tx, sw, name, listed, d.deleted[name], now); err != nil {
+				return err
+			}
 		}
 		detached := fmt.Sprintf("%s_gone%d", name, oids[name])
 		if err := detachPartition(ctx, tx, parent, name, detached, d.carry[name], d.carried[name]); err != nil {
@@ -421,12 +434,13 @@ type batchKey struct {
 // countGone groups beside the key of the last row picked and how many were picked. A LIMIT batch without the key
 // would walk again, from the start of the range, over every index entry the batches before it deleted (dead until
 // VACUUM) or passed over. The outer dataset_id test is what the pick already guarantees on one server; it keeps the
-// statement confined to the dataset where ctids are per shard (docs/scaling.md).
+// statement confined to the dataset where ctids are per shard (docs/scaling.md). A batch of a dataset whose store
+// keeps a deletion manifest returns more of each row (%[4]s) and lists them (%[5]s, listGone).
 const deleteBatchSQL = `WITH pick AS MATERIALIZED (
     SELECT r.ctid, r.ts, r.row_id FROM %[1]s r WHERE %[2]s%[3]s ORDER BY r.ts, r.row_id LIMIT @limit),
 gone AS (
     DELETE FROM %[1]s WHERE dataset_id = @dataset AND ctid = ANY(ARRAY(SELECT ctid FROM pick))
-    RETURNING dataset_id, setting_id),
+    RETURNING dataset_id, setting_id%[4]s)%[5]s,
 groups AS (SELECT dataset_id, setting_id, count(*)::bigint AS n FROM gone GROUP BY dataset_id, setting_id)
 SELECT g.dataset_id, g.setting_id, g.n, l.ts, l.row_id, l.picked
 FROM (SELECT p.ts, p.row_id, count(*) OVER ()::bigint AS picked FROM pick p ORDER BY p.ts DESC, p.row_id DESC LIMIT 1) l
@@ -449,17 +463,24 @@ func (rs *rowStore) deleteBatch(ctx context.Context, sw Sweep, datasetID, partit
 		if held, err := heldDataset(ctx, tx, datasetID); err != nil || held {
 			return err
 		}
-		cond, args, none, err := deletableRows(ctx, tx, sw.Store, sw.At, sw.Grace, datasetID)
-		if err != nil || none {
+		rule, err := deletableRule(ctx, tx, sw.Store, sw.At, sw.Grace, datasetID)
+		if err != nil || rule.none {
 			return err
 		}
+		args := rule.args
 		args["limit"] = limit
 		start := ""
 		if key != nil {
 			start = afterKey
 			args["after_ts"], args["after_id"] = key.TS, key.RowID
 		}
-		g, last, picked, err := collectBatch(tx.Query(ctx, fmt.Sprintf(deleteBatchSQL, table, cond, start), pgx.StrictNamedArgs(args)))
+		returning, listed := "", ""
+		if rule.listed {
+			returning, listed = goneListedColumns, listGone
+			listArgs(args, removal{removalRun, sw.RunID}, sw.Store, []string{datasetID}, deletedIf(rule.deleted, datasetID), rs.db.now())
+		}
+		query := fmt.Sprintf(deleteBatchSQL, table, rule.cond, start, returning, listed)
+		g, last, picked, err := collectBatch(tx.Query(ctx, query, pgx.StrictNamedArgs(args)))
 		if err != nil {
 			return err
 		}
@@ -582,20 +603,26 @@ func (rs *rowStore) deleteBlocks(ctx context.Context, sw Sweep, partition string
       AND (r.dataset_id = ANY(@deleted::text[])
            OR (` + pastGrace + `
                AND ` + expiredUnderRowSetting(sw.Store) + `))
-    RETURNING r.dataset_id, r.setting_id)` + countGone
+    RETURNING r.dataset_id, r.setting_id%s)%s` + countGone
 	out := map[string]int64{}
 	err := rs.inRemovalTx(ctx, func(tx pgx.Tx) error {
 		held, err := heldDatasets(ctx, tx)
 		if err != nil {
 			return err
 		}
-		deleted, err := deletedDatasets(ctx, tx, sw)
+		deleted, listed, err := walkDatasets(ctx, tx, sw)
 		if err != nil {
 			return err
 		}
-		g, err := collectRemoved(tx.Query(ctx, query, pgx.StrictNamedArgs{"from": fmt.Sprintf("(%d,0)", from),
+		args := pgx.StrictNamedArgs{"from": fmt.Sprintf("(%d,0)", from),
 			"to": fmt.Sprintf("(%d,0)", to), "at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw),
-			"deleted": deleted, "held": held}))
+			"deleted": deleted, "held": held}
+		returning, list := "", ""
+		if len(listed) > 0 {
+			returning, list = goneListedColumns, listGone
+			listArgs(pgx.NamedArgs(args), removal{removalRun, sw.RunID}, sw.Store, listed, deleted, rs.db.now())
+		}
+		g, err := collectRemoved(tx.Query(ctx, fmt.Sprintf(query, returning, list), args))
 		if err != nil {
 			return err
 		}
@@ -676,19 +703,23 @@ func recordRemoved(ctx context.Context, tx pgx.Tx, partition, runID string, now 
 	return nil
 }
 
-// deletedDatasets lists the datasets deleted by the sweep's time that still have rows in its store.
-func deletedDatasets(ctx context.Context, q querier, sw Sweep) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT d.id FROM datasets d WHERE d.deleted_at IS NOT NULL AND d.deleted_at <= $1
+// walkDatasets lists the datasets deleted by the sweep's time that still have rows in its store, and, in the same
+// statement, the datasets whose store keeps a deletion manifest (listed), whose rows a walk lists as it removes
+// them (manifest.go).
+func walkDatasets(ctx context.Context, q querier, sw Sweep) (deleted, listed []string, err error) {
+	err = q.QueryRow(ctx, `SELECT
+  coalesce(ARRAY(SELECT d.id FROM datasets d WHERE d.deleted_at IS NOT NULL AND d.deleted_at <= $1
   AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
-              WHERE st.dataset_id = d.id AND p.store = $2 AND st.row_count > 0)`, sw.At, sw.Store)
+              WHERE st.dataset_id = d.id AND p.store = $2 AND st.row_count > 0)), '{}'),
+  coalesce(ARRAY(SELECT e.dataset_id FROM row_expirations e WHERE e.store = $2 AND e.deletion_manifest), '{}')`,
+		sw.At, sw.Store).Scan(&deleted, &listed)
 	if err != nil {
-		return nil, fmt.Errorf("find deleted datasets: %w", err)
+		return nil, nil, fmt.Errorf("find deleted datasets: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if ids == nil {
-		ids = []string{} // an empty array matches none; nil would be NULL
+	if deleted == nil {
+		deleted = []string{} // an empty array matches none; nil would be NULL
 	}
-	return ids, err
+	return deleted, listed, nil
 }
 
 // datasetsWithLaterWork returns, of the datasets, those with rows in partitions placed at or

@@ -24,7 +24,9 @@ import (
 )
 
 // TestKilledReplicaRunCompletes kills a retentiond with SIGKILL in the middle of a run and starts another: the same
-// run reaches succeeded, no row is deleted early, and the counts stay exact.
+// run reaches succeeded, no row is deleted early, and the counts stay exact. The first dataset keeps a deletion
+// manifest: at the kill and at the end it lists exactly the rows removed of it, each once, as many as its Expire
+// event counts; the second, with the manifest off, lists none.
 func TestKilledReplicaRunCompletes(t *testing.T) {
 	t.Parallel()
 	bin := buildRetentiond(t)
@@ -50,6 +52,7 @@ func TestKilledReplicaRunCompletes(t *testing.T) {
 	partial := ledgerRows(t, db, runID)
 	require.Less(t, partial, expired, "killed mid-run")
 	requireNoEarlyDeletes(t, db, ids, kept)
+	requireManifestExact(t, db, runID, ids)
 
 	startReplica(t, bin, env)
 	testwait.For(t, 150*time.Second, func() (bool, string) {
@@ -65,6 +68,32 @@ func TestKilledReplicaRunCompletes(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT COALESCE(sum((details->>'rowsDeleted')::bigint), 0) FROM audit_events
 		WHERE action = 'Expire' AND details->>'runId' = $1`, runID).Scan(&audited))
 	require.Equal(t, expired, audited, "audit counts equal the rows removed")
+	listed := requireManifestExact(t, db, runID, ids)
+	var expiredFirst int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (details->>'rowsDeleted')::bigint FROM audit_events
+		WHERE action = 'Expire' AND details->>'runId' = $1 AND asset_id = $2`, runID, ids[0]).Scan(&expiredFirst))
+	require.Equal(t, expiredFirst, listed, "the manifest counts what the Expire event counts")
+}
+
+// requireManifestExact checks the run's manifest of the first dataset against its ledger and its rows: as many
+// entries as the ledger counts removed, each _id once, none of them still stored; and no entry for the second
+// dataset, whose manifest is off. It returns how many entries the first has.
+func requireManifestExact(t *testing.T, db *postgres.DB, runID string, ids []string) int64 {
+	t.Helper()
+	var listed, distinct, stillStored, ledger, other int64
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT
+  (SELECT count(*) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $2),
+  (SELECT count(DISTINCT row_id) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $2),
+  (SELECT count(*) FROM deletion_manifests m JOIN lake_rows r ON r.dataset_id = m.dataset_id AND r.row_id = m.row_id
+   WHERE m.removal_id = $1 AND m.dataset_id = $2),
+  (SELECT COALESCE(sum(rows_deleted), 0) FROM retention_deletions WHERE run_id = $1::uuid AND dataset_id = $2),
+  (SELECT count(*) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $3)`, runID, ids[0], ids[1]).
+		Scan(&listed, &distinct, &stillStored, &ledger, &other))
+	require.Equal(t, ledger, listed, "the manifest lists as many rows as the ledger counts removed")
+	require.Equal(t, listed, distinct, "each row once")
+	require.Zero(t, stillStored, "no listed row is still stored")
+	require.Zero(t, other, "the dataset with the manifest off lists nothing")
+	return listed
 }
 
 // seedKillScenario stores rows 0 to 10 months old under P12M, then shortens the TTL to P1M: every row older than a
@@ -89,7 +118,9 @@ func seedKillScenario(t *testing.T, db *postgres.DB, c *catalog.Caller, now time
 			}
 		}, catalog.IngestOptions{})
 		require.NoError(t, err)
-		patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P1M"}}}})
+		// The first dataset keeps a deletion manifest, the second not.
+		patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{
+			"rowExpiration": map[string]any{"ttlValue": "P1M", "deletionManifest": d == 0}}}})
 		require.NoError(t, err)
 		_, err = datasets.PatchDataset(ctx, c, ds.ID, patch, nil)
 		require.NoError(t, err)

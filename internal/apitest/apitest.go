@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,25 @@ var assetDecoders = map[string]openapi3filter.BodyDecoder{
 	"text/html": openapi3filter.PlainBodyDecoder, "text/css": openapi3filter.PlainBodyDecoder,
 	"text/javascript": openapi3filter.PlainBodyDecoder, "image/svg+xml": openapi3filter.PlainBodyDecoder,
 	"image/png": openapi3filter.FileBodyDecoder,
+	// An NDJSON answer (a deletion manifest) is checked line by line: the document describes it as an array
+	// whose items are its lines. NDJSON request bodies are never checked (requestAsRead).
+	"application/x-ndjson": ndjsonLines,
+}
+
+// ndjsonLines decodes an NDJSON body into its lines, each decoded as JSON, for the document's array schema.
+func ndjsonLines(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	lines := []any{}
+	for {
+		var line any
+		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
+			return lines, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("line %d: %w", len(lines)+1, err)
+		}
+		lines = append(lines, line)
+	}
 }
 
 var loadOnce = sync.OnceValues(func() (loaded, error) {

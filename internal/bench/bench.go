@@ -62,6 +62,9 @@ type harness struct {
 	cliNote              string
 	floorTime            time.Duration
 	floorNote            string
+	// manifestTime is the deletion-manifest scenario's run, plainRunTime the retention run's median trial: the two
+	// runs manifestCost compares.
+	manifestTime, plainRunTime time.Duration
 
 	// deleteJudgements are the rows whose baseline is a DELETE, judged on each other's samples too once all are
 	// measured (judgeDeletes).
@@ -178,10 +181,12 @@ func (h *harness) run(ctx context.Context) (err error) {
 	}
 	h.scenario([]string{ScenarioFloor}, func() error { return h.floor(ctx) })
 	h.scenario([]string{ScenarioHeldDataset}, func() error { return h.heldRun(ctx) })
+	h.scenario([]string{ScenarioManifest}, func() error { return h.manifestRun(ctx) })
 	if err := h.pg.cloneDatabase(ctx, dbService, dbLoad); err != nil {
 		return err
 	}
 	h.scenario([]string{ScenarioRetentionRun, ScenarioMemory}, func() error { return h.retentionRun(ctx) })
+	h.manifestCost()
 
 	if err := h.useService(ctx, dbLoad, "retentiond-load.log"); err != nil {
 		return err

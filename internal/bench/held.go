@@ -119,7 +119,7 @@ func (h *harness) judgeDeletes() {
 		r := &h.report.Rows[j.row]
 		r.Holds = judge(j.holds, checkWork(samples, "removed", "the run's"))
 		if len(samples) > len(j.own) {
-			r.Note += fmt.Sprintf(" Its baseline is checked on %d DELETE samples: its own %d and the other scenario's (the same statement but for the held dataset).",
+			r.Note += fmt.Sprintf(" Its baseline is checked on %d DELETE samples: its own %d and the other scenarios' (the same statement; the held dataset's without that dataset).",
 				len(samples), len(j.own))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 const (
 	ScenarioRetentionRun = "retention run"
 	ScenarioHeldDataset  = "held dataset"
+	ScenarioManifest     = "deletion manifest"
 	ScenarioRunUnderLoad = "run under load"
 	ScenarioFloor        = "floor"
 	ScenarioTTLChange    = "TTL change"
@@ -29,8 +30,9 @@ const (
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
-	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
-	ScenarioAPIReads, ScenarioCellRouting, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
+	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange,
+	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain,
+	ScenarioMemory,
 }
 
 // Verdict says whether a row's goal holds.

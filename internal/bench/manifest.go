@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/acme/retention/catalog"
+)
+
+// Databases of the deletion-manifest scenario: copies of the retention run's, taken before that run consumes them.
+const (
+	dbManifest     = "manifest"
+	dbManifestBase = "manifestbase"
+)
+
+// setManifest turns a store's deletionManifest of a dataset on or off.
+func (a *apiClient) setManifest(ctx context.Context, id string, on bool) error {
+	return a.doJSON(ctx, http.MethodPatch, "/v2/dataSets/"+id, map[string]any{
+		"extensions": map[string]any{string(catalog.LakeHouse): map[string]any{"rowExpiration": map[string]any{"deletionManifest": on}}},
+	}, nil)
+}
+
+// manifestRun times a manual run over the retention run's data with every dataset keeping a deletion manifest,
+// against the retention run's DELETE … USING of the same rows, on copies of both databases; it checks that the
+// manifests list as many rows as the run deleted and that both leave the same rows. What the manifests add to a run
+// is this run against the plain one (manifestCost, once the retention run has measured it).
+func (h *harness) manifestRun(ctx context.Context) error {
+	h.step("deletion manifest: copying both databases")
+	for _, pair := range [][2]string{{dbService, dbManifest}, {dbBaseline, dbManifestBase}} {
+		if err := h.pg.cloneDatabase(ctx, pair[0], pair[1]); err != nil {
+			return err
+		}
+		defer func() { _ = h.pg.dropDatabase(context.WithoutCancel(ctx), pair[1]) }()
+	}
+	if err := h.useService(ctx, dbManifest, "retentiond-manifest.log"); err != nil {
+		return err
+	}
+	api, err := h.client(orgMain)
+	if err != nil {
+		return errors.Join(err, h.stopService())
+	}
+	for _, id := range h.mainIDs {
+		if err := api.setManifest(ctx, id, true); err != nil {
+			return errors.Join(err, h.stopService())
+		}
+	}
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return errors.Join(err, h.stopService())
+	}
+	h.step("deletion manifest: run with all %d datasets listing their rows (timed)", len(h.mainIDs))
+	run, ours, err := api.timedRun(ctx, h.pg.url(dbManifest), map[string]any{})
+	if err == nil {
+		_, err = h.waitReleased(ctx, dbManifest, run, ours)
+	}
+	if err := errors.Join(err, h.stopService()); err != nil {
+		return err
+	}
+	listed, err := h.countListed(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	evaluated, err := run.evaluatedAt()
+	if err != nil {
+		return err
+	}
+	baseline, sample, err := h.timeBaselineDelete(ctx, dbManifestBase, evaluated, run.Progress.RowsDeleted)
+	if err != nil {
+		return err
+	}
+	same, detail, err := h.compareRowsLeft(ctx, dbManifest, dbManifestBase)
+	if err != nil {
+		return err
+	}
+	exact := listed == run.Progress.RowsDeleted
+	ratio := baseline.Seconds() / ours.Seconds()
+	h.manifestTime = ours
+	h.deleteJudgements = append(h.deleteJudgements, deleteJudgement{row: len(h.report.Rows), holds: ratio >= 8 && same && exact, own: []workSample{sample}})
+	h.report.add(Row{Scenario: ScenarioManifest, Metric: fmt.Sprintf("wall time, all %d datasets listing their rows", len(h.mainIDs)),
+		Ours: fmtDur(ours), Baseline: fmtDur(baseline), Ratio: fmtRatio(ratio) + " faster", Goal: "≥ 8× faster; every deleted row listed; rows left identical",
+		Holds: judge(false, "1 sample(s), 2 needed: its second is the retention run's DELETE, not measured"), Note: fmt.Sprintf(
+			"POST /retention/runs {} after PATCHing deletionManifest true on every dataset: %s rows deleted, %s listed in deletion_manifests. "+
+				"Baseline: the retention run's DELETE … USING ds on a copy of the same rows. %s",
+			fmtInt(run.Progress.RowsDeleted), fmtInt(listed), detail)})
+	if !same || !exact {
+		return fmt.Errorf("the run with manifests deleted %d rows and listed %d; %s", run.Progress.RowsDeleted, listed, detail)
+	}
+	return nil
+}
+
+// countListed counts the manifest entries of the run.
+func (h *harness) countListed(ctx context.Context, runID string) (int64, error) {
+	conn, err := h.pg.connect(ctx, dbManifest)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE removal_kind = 'run' AND removal_id = $1`, runID).Scan(&n)
+	return n, err
+}
+
+// timeBaselineDelete times, after a CHECKPOINT, the retention run's DELETE … USING ds on the baseline database db
+// at the run's evaluation time, and returns its time and its sample (want: the rows the run deleted).
+func (h *harness) timeBaselineDelete(ctx context.Context, db string, evaluated time.Time, want int64) (time.Duration, workSample, error) {
+	h.step("deletion manifest: CHECKPOINT, baseline DELETE (timed)")
+	if err := h.pg.checkpoint(ctx); err != nil {
+		return 0, workSample{}, err
+	}
+	base, err := h.pg.connect(ctx, db)
+	if err != nil {
+		return 0, workSample{}, err
+	}
+	defer base.Close(ctx)
+	const deleteSQL = `DELETE FROM rows r USING ds d WHERE r.dataset_id = d.id
+		AND r.ts <= $1::timestamptz - d.ttl + interval '4 days' AND r.ts + d.ttl <= $1::timestamptz`
+	var deleted int64
+	from := time.Now()
+	took, err := timed(func() error {
+		tag, err := base.Exec(ctx, deleteSQL, evaluated)
+		deleted = tag.RowsAffected()
+		return err
+	})
+	return took, workSample{Done: deleted, Want: want, Took: took, OtherCPU: h.noise.share(from, time.Now())}, err
+}
+
+// manifestCost reports what the manifests added to a run: the manifest scenario's run against the retention
+// run's median trial, on copies of the same rows.
+func (h *harness) manifestCost() {
+	if h.manifestTime == 0 || h.plainRunTime == 0 {
+		return
+	}
+	h.report.add(Row{Scenario: ScenarioManifest, Metric: "run with manifests vs run without", Ours: fmtDur(h.manifestTime),
+		Baseline: fmtDur(h.plainRunTime), Ratio: fmtRatio(h.manifestTime.Seconds() / h.plainRunTime.Seconds()), Goal: "—", Holds: NoGoal,
+		Note: "the deletion-manifest scenario's run against the retention run's median trial, each on its own copy of the same rows after a CHECKPOINT; one sample each, so a few tens of percent either way is the machine's noise"})
+}

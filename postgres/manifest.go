@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/acme/retention/catalog"
+)
+
+// This file holds the deletion manifests (issue #32.3): for a dataset and store whose deletionManifest is on, each
+// removal of its rows writes their _ids to deletion_manifests in the statement, or at least the transaction, that
+// removes them, so that a manifest lists exactly the rows removed however a run is interrupted. A dataset and store
+// with the manifest off cost no statement: the flag is read by a statement each removal sends anyway
+// (deletableRows, walkDatasets, droppableCounts) or, for a delete by _id, inside the delete's own statement.
+
+// The kinds of removal a manifest is kept for (deletion_manifests.removal_kind).
+const (
+	removalRun       = "run"        // a retention run; the removal id is the run's
+	removalRowDelete = "row-delete" // DELETE /dataSets/{id}/rows/{_id}; the removal id is its Delete event's
+	removalWorkOrder = "work-order" // a record-delete work order; the removal id is the work order's
+)
+
+// removal names one removal whose manifest entries a statement writes.
+type removal struct {
+	kind, id string
+}
+
+// manifestColumns are the columns of deletion_manifests a removal writes.
+const manifestColumns = `deletion_manifests (removal_kind, removal_id, dataset_id, store, row_id, ts, expires_at, reason, removed_at)`
+
+// listedExpiry is the expiry a manifest shows for a removed row g that expired, joined with its placement setting h:
+// its own expiry (_expiresAt or _ttl), else its clock plus the TTL it was stored under; NULL for a row that never
+// expires (it went for another reason). A row a later, shorter TTL expired went earlier than this shows.
+const listedExpiry = `CASE WHEN g.never_expires THEN NULL ELSE coalesce(g.own_expiry, g.ts + h.ttl) END`
+
+// listGone is the data-modifying CTE "listed" that writes a manifest entry for each row of the CTE "gone" (which
+// returns dataset_id, setting_id, row_id, ts, own_expiry and never_expires) of the datasets @listed, for the
+// removal @removal_kind/@removal_id of store @store at @removed_at, with the reason: 'dataset-deleted' for the
+// datasets @deleted, else 'expired' with listedExpiry. The setting is joined by its dataset as well as its id
+// (groupJoins says why).
+const listGone = `,
+listed AS (
+    INSERT INTO ` + manifestColumns + `
+    SELECT @removal_kind, @removal_id, g.dataset_id, @store, g.row_id, g.ts,
+           CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN NULL ELSE ` + listedExpiry + ` END,
+           CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN 'dataset-deleted' ELSE 'expired' END, @removed_at
+    FROM gone g LEFT JOIN ttl_settings h ON h.dataset_id = g.dataset_id AND h.id = g.setting_id
+    WHERE g.dataset_id = ANY(@listed::text[]))`
+
+// goneListedColumns are what a "gone" CTE returns beyond dataset_id and setting_id for listGone.
+const goneListedColumns = `, row_id, ts, own_expiry, never_expires`
+
+// listArgs adds listGone's arguments to args.
+func listArgs(args pgx.NamedArgs, rm removal, store catalog.Store, listed, deleted []string, now time.Time) {
+	if deleted == nil {
+		deleted = []string{}
+	}
+	args["removal_kind"], args["removal_id"], args["store"] = rm.kind, rm.id, string(store)
+	args["listed"], args["deleted"], args["removed_at"] = listed, deleted, now
+}
+
+// listDropped writes, before a drop detaches partition name, the manifest entries of its rows of the datasets
+// listed (whose manifest is on), in the drop's transaction: once detached, its rows are no longer the store's. The
+// rows of deleted datasets (deleted) are listed with that reason.
+func listDropped(ctx context.Context, tx pgx.Tx, sw Sweep, name string, listed, deleted []string, now time.Time) error {
+	args := pgx.NamedArgs{}
+	listArgs(args, removal{removalRun, sw.RunID}, sw.Store, listed, deleted, now)
+	_, err := tx.Exec(ctx, `WITH gone AS (
+    SELECT r.dataset_id, r.setting_id`+goneListedColumns+` FROM `+pgx.Identifier{name}.Sanitize()+` r
+    WHERE r.dataset_id = ANY(@listed::text[]))`+listGone+`
+SELECT 1`, args)
+	if err != nil {
+		return fmt.Errorf("list the rows of %s: %w", name, err)
+	}
+	return nil
+}
+
+// listing is a removal listed at a time.
+type listing struct {
+	removal removal
+	now     time.Time
+}
+
+// listRowDelete is deleteByIDSQL's CTE that lists the rows of its "gone" in the manifest of removal $4/$5 at $6,
+// when the store's deletionManifest is on: read inside the delete's own statement, so that a dataset with the
+// manifest off pays one index probe of row_expirations and no statement.
+const listRowDelete = `,
+listed AS (
+    INSERT INTO ` + manifestColumns + `
+    SELECT $4, $5, $1, $3, g.row_id, g.ts, NULL, 'row-delete', $6 FROM gone g
+    WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $1 AND e.store = $3 AND e.deletion_manifest))`
+
+// RemovedRow is one row a removal took, as its manifest lists it: its _id, its clock (event time, or a record's
+// last write) and, for a row that went because it expired, its expiry.
+type RemovedRow struct {
+	ID        string
+	Timestamp time.Time
+	ExpiresAt *time.Time
+}
+
+// recordRemovedIDs is the seam by which a removal that is not a run nor a delete by _id (a record-delete work order,
+// kind removalWorkOrder) lists the rows it removed of a dataset's store, in tx, the transaction that removes them:
+// it writes them, with reason, when the store's deletionManifest is on, and nothing otherwise. It is one statement
+// whatever the switch says; a removal that already reads the switch may skip the call when it is off.
+func recordRemovedIDs(ctx context.Context, tx pgx.Tx, rm removal, datasetID string, store catalog.Store, reason string, rows []RemovedRow, now time.Time) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ids, ts, exp := make([]string, len(rows)), make([]time.Time, len(rows)), make([]*time.Time, len(rows))
+	for i, r := range rows {
+		ids[i], ts[i], exp[i] = r.ID, r.Timestamp, r.ExpiresAt
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO `+manifestColumns+`
+SELECT $1, $2, $3, $4, u.row_id, u.ts, u.expires_at, $5, $6
+FROM unnest($7::text[], $8::timestamptz[], $9::timestamptz[]) AS u (row_id, ts, expires_at)
+WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $3 AND e.store = $4 AND e.deletion_manifest)`,
+		rm.kind, rm.id, datasetID, string(store), reason, now, ids, ts, exp)
+	if err != nil {
+		return fmt.Errorf("list the rows %s removed of %s: %w", rm.id, datasetID, err)
+	}
+	return nil
+}
+
+// deletedIf is the dataset alone when it was deleted, else none: listGone's @deleted for one dataset's batch.
+func deletedIf(deleted bool, datasetID string) []string {
+	if deleted {
+		return []string{datasetID}
+	}
+	return []string{}
+}
+
+// noteListed notes that the rows of dataset ds leave with partition part and are to be listed, when its store keeps
+// a manifest (listed), with the reason of a deleted dataset's rows.
+func (d *droppable) noteListed(part, ds string, listed, deleted bool) {
+	if !listed {
+		return
+	}
+	d.listed[part] = append(d.listed[part], ds)
+	if deleted {
+		d.deleted[part] = append(d.deleted[part], ds)
+	}
+}

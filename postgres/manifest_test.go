@@ -1,0 +1,330 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/audit"
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
+)
+
+// setManifest sets the lake's deletionManifest of the dataset by a PATCH.
+func (b *sweepBundle) setManifest(t *testing.T, id string, on bool) {
+	t.Helper()
+	patch, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{
+		"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"deletionManifest": on}}}})
+	require.NoError(t, err)
+	_, err = b.datasets.PatchDataset(context.Background(), b.caller, id, patch, nil)
+	require.NoError(t, err)
+}
+
+// rowIDs returns the _ids of the dataset's stored lake rows.
+func (b *sweepBundle) rowIDs(t *testing.T, id string) []string {
+	t.Helper()
+	var ids []string
+	for _, r := range filterDataset(b.allRows(t), id) {
+		ids = append(ids, r.id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// manifestIDs reads a removal's whole manifest of the dataset through the ManifestService, page by page (pages of
+// 7, so that several are read), and returns its counts and its _ids, sorted.
+func (b *sweepBundle) manifestIDs(t *testing.T, r catalog.Removal) (*catalog.Manifest, []string) {
+	t.Helper()
+	ctx := context.Background()
+	svc := postgres.NewManifestService(b.db)
+	m, err := svc.OpenManifest(ctx, b.caller, r)
+	require.NoError(t, err)
+	var ids []string
+	for after := int64(0); ; {
+		page, err := svc.ManifestPage(ctx, m, after, 7)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			require.Equal(t, catalog.LakeHouse, e.Store)
+			ids = append(ids, e.ID)
+		}
+		after = page[len(page)-1].Seq
+	}
+	slices.Sort(ids)
+	return m, ids
+}
+
+// minus returns the elements of a not in b (both sorted).
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// expireCount reads the rowsDeleted of the dataset's Expire event of the run.
+func (b *sweepBundle) expireCount(t *testing.T, runID, datasetID string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT (details->>'rowsDeleted')::bigint FROM audit_events
+		WHERE action = $1 AND request_id = $2 AND asset_id = $3`, audit.ActionExpire, "run:"+runID, datasetID).Scan(&n))
+	return n
+}
+
+// runWhole runs a manual run of the datasets as the run and dataset jobs do: the drops and the walk, each dataset's
+// part, and the end of the parts with their Expire events. It returns the rows the drops took of each dataset.
+func (b *sweepBundle) runWhole(t *testing.T, ids ...string) (string, map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	runs := postgres.NewRunRepository(b.db)
+	runID, err := runs.CreateManualRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse, DatasetIDs: ids}, retention.Period{})
+	require.NoError(t, err)
+	return runID, b.sweepRun(t, runID)
+}
+
+// sweepRun does a created run's work as the run and dataset jobs do, and ends its parts with their Expire events. It
+// returns the rows the drops took of each dataset.
+func (b *sweepBundle) sweepRun(t *testing.T, runID string) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	runs := postgres.NewRunRepository(b.db)
+	plan, err := runs.PrepareRun(ctx, runID)
+	require.NoError(t, err)
+	sw := postgres.Sweep{RunID: runID, Store: plan.Store, At: plan.At, Grace: plan.Grace, Datasets: plan.Scope}
+	placed, err := b.sweeper.SweepPlaced(ctx, sw)
+	require.NoError(t, err)
+	dropped := map[string]int64{}
+	for ds, r := range placed.Dropped.Datasets {
+		dropped[ds] = r.Rows
+	}
+	sw.Walked = placed.Walked
+	for _, id := range plan.Pending {
+		_, err := b.sweeper.SweepDataset(ctx, sw, id)
+		require.NoError(t, err)
+	}
+	_, err = runs.FinishDatasets(ctx, runID, plan.Pending)
+	require.NoError(t, err)
+	return dropped
+}
+
+// A run lists in a dataset's manifest exactly the rows it removed of it, those that left with dropped partitions
+// and those deleted row by row, and counts in it what its Expire event counts; a dataset beside it with the manifest
+// off is counted and not listed, its rows removed all the same.
+func TestManifestListsExactlyTheRowsARunRemoved(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	listed, plain := b.newDataset(t, "listed"), b.newDataset(t, "plain")
+	for _, id := range []string{listed, plain} {
+		b.setTTL(t, id, "P1M")
+		b.ingestSeries(t, id, 200, 6*time.Hour) // 50 days back: December's partition goes whole, January's by rows
+	}
+	b.setManifest(t, listed, true)
+	before := map[string][]string{listed: b.rowIDs(t, listed), plain: b.rowIDs(t, plain)}
+	b.now = b.now.Add(10 * 24 * time.Hour)
+
+	runID, dropped := b.runWhole(t, listed, plain)
+	require.Positive(t, dropped[listed], "the run dropped a partition of the listed dataset")
+	gone := minus(before[listed], b.rowIDs(t, listed))
+	require.Greater(t, int64(len(gone)), dropped[listed], "the run also deleted rows of it row by row")
+
+	m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: listed})
+	require.Equal(t, gone, ids, "the manifest lists exactly the rows removed")
+	require.Equal(t, int64(len(gone)), m.Removed)
+	require.Equal(t, m.Removed, m.Listed)
+	require.Equal(t, b.expireCount(t, runID, listed), m.Removed, "the manifest counts what the Expire event counts")
+
+	m, ids = b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: plain})
+	require.Empty(t, ids, "a dataset with the manifest off lists nothing")
+	require.Equal(t, int64(len(minus(before[plain], b.rowIDs(t, plain)))), m.Removed)
+	require.Equal(t, b.expireCount(t, runID, plain), m.Removed)
+	require.Positive(t, m.Removed)
+	require.Zero(t, m.Listed)
+
+	var entries int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deletion_manifests
+		WHERE reason = 'expired' AND expires_at <= $1`, b.now).Scan(&entries))
+	require.Equal(t, len(gone), entries, "every entry says the row expired, and when, before the run")
+}
+
+// A delete by _id lists the rows it removed when the manifest is on, under its Delete event's id, and counts them
+// as the event does; with the manifest off it lists nothing. Another org finds neither manifest.
+func TestManifestOfADeleteByID(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	listed, plain := b.newDataset(t, "listed"), b.newDataset(t, "plain")
+	for _, id := range []string{listed, plain} {
+		b.setTTL(t, id, "P1M")
+		b.ingestSeries(t, id, 3, time.Hour)
+	}
+	b.setManifest(t, listed, true)
+	for _, id := range []string{listed, plain} {
+		require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r1"))
+		var eventID string
+		require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT id::text FROM audit_events WHERE action = 'Delete' AND asset_id = $1
+			AND details->>'rowId' = 'r1'`, id).Scan(&eventID))
+		m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRowDelete, ID: eventID, DatasetID: id})
+		require.Equal(t, int64(1), m.Removed)
+		if id == listed {
+			require.Equal(t, []string{"r1"}, ids)
+		} else {
+			require.Empty(t, ids)
+		}
+		if id == listed { // turned off again, the switch lists no more deletes
+			b.setManifest(t, id, false)
+			require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r2"))
+			var listedAfter int
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE row_id = 'r2'`).Scan(&listedAfter))
+			require.Zero(t, listedAfter)
+		}
+		other := *b.caller
+		other.Org = "OTHER@AdobeOrg"
+		_, err := postgres.NewManifestService(b.db).OpenManifest(ctx, &other, catalog.Removal{Kind: catalog.RemovalRowDelete, ID: eventID, DatasetID: id})
+		require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "%v", err)
+	}
+}
+
+// A dataset with the manifest off costs a run no statement: the sweep of one sends exactly as many statements as
+// the same sweep of a dataset with the manifest on, less the drops' listing statements, and none of them writes a
+// manifest.
+func TestManifestOffCostsNoStatement(t *testing.T) {
+	t.Parallel()
+	count := func(on bool) (total, listing, drops int) {
+		b := setupConfinement(t)
+		id := b.newDataset(t, "d")
+		b.setTTL(t, id, "P1M")
+		b.ingestSeries(t, id, 200, 6*time.Hour)
+		if on {
+			b.setManifest(t, id, true)
+		}
+		b.now = b.now.Add(10 * 24 * time.Hour)
+		b.on(t, "Run", func() { b.runWhole(t, id) })
+		for _, st := range b.rec.stmts {
+			total++
+			if strings.Contains(st.sql, "deletion_manifests") {
+				listing++
+				if strings.HasPrefix(st.sql, "WITH gone AS (\n    SELECT") {
+					drops++
+				}
+			}
+		}
+		return total, listing, drops
+	}
+	offTotal, offListing, _ := count(false)
+	onTotal, onListing, drops := count(true)
+	require.Zero(t, offListing, "no statement of a run over a dataset with the manifest off writes a manifest")
+	require.Positive(t, drops, "the run over a dataset with the manifest on listed a dropped partition's rows")
+	require.Greater(t, onListing, drops, "and its row batches listed theirs within their own statements")
+	require.Equal(t, offTotal+drops, onTotal, "the listing before each drop is the only statement the manifest adds")
+}
+
+// The seam a record-delete work order calls lists its rows when the store's manifest is on, and nothing when off.
+func TestRecordRemovedIDsFollowsTheSwitch(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	listed, plain := b.newDataset(t, "listed"), b.newDataset(t, "plain")
+	b.setManifest(t, listed, true)
+	rows := []postgres.RemovedRow{{ID: "a", Timestamp: b.now}, {ID: "b", Timestamp: b.now}}
+	for _, id := range []string{listed, plain} {
+		require.NoError(t, b.db.RecordRemovedIDs(ctx, "wo-1", id, catalog.LakeHouse, rows))
+	}
+	n := map[string]int{}
+	r, err := b.db.Pool.Query(ctx, `SELECT dataset_id, count(*) FROM deletion_manifests WHERE removal_kind = 'work-order' GROUP BY 1`)
+	require.NoError(t, err)
+	for r.Next() {
+		var ds string
+		var c int
+		require.NoError(t, r.Scan(&ds, &c))
+		n[ds] = c
+	}
+	require.NoError(t, r.Err())
+	require.Equal(t, map[string]int{listed: 2}, n)
+}
+
+// Manifests are kept as long as the run history: the history cleaner removes a run's manifest with the run, and
+// a delete's once it is older than the cutoff, and keeps both until then.
+func TestPruneHistoryRemovesManifests(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 100, 12*time.Hour)
+	b.setManifest(t, id, true)
+	require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r0"))
+	b.now = b.now.Add(10 * 24 * time.Hour)
+	b.runWhole(t, id)
+	entries := func() map[string]int {
+		n := map[string]int{}
+		rows, err := b.db.Pool.Query(ctx, `SELECT removal_kind, count(*) FROM deletion_manifests GROUP BY 1`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var kind string
+			var c int
+			require.NoError(t, rows.Scan(&kind, &c))
+			n[kind] = c
+		}
+		require.NoError(t, rows.Err())
+		return n
+	}
+	kept := entries()
+	require.Equal(t, 1, kept["row-delete"])
+	require.Positive(t, kept["run"])
+
+	runs := postgres.NewRunRepository(b.db)
+	pruned, err := runs.PruneHistory(ctx, b.now.Add(-11*24*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, pruned)
+	require.Equal(t, kept, entries(), "a cutoff before both keeps both manifests")
+	pruned, err = runs.PruneHistory(ctx, b.now.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, pruned, "the run finished after the cutoff")
+	require.Equal(t, map[string]int{"run": kept["run"]}, entries(), "the delete, 10 days before, is older than the cutoff")
+	pruned, err = runs.PruneHistory(ctx, b.now.Add(time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, pruned)
+	require.Empty(t, entries(), "the run's manifest left with it")
+}
+
+// The rows of a deleted dataset leave with the next scheduled run, which lists them in its manifest of the dataset
+// with the reason, and counts them as its Expire event does.
+func TestManifestListsADeletedDatasetsRows(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "deleted")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 50, 12*time.Hour)
+	b.setManifest(t, id, true)
+	stored := b.rowIDs(t, id)
+	require.NoError(t, b.datasets.DeleteDataset(ctx, b.caller, id))
+	b.now = b.now.Add(time.Hour)
+	runID, created, err := postgres.NewRunRepository(b.db).CreateScheduledRun(ctx, catalog.LakeHouse, b.now, retention.Period{})
+	require.NoError(t, err)
+	require.True(t, created)
+	b.sweepRun(t, runID)
+	require.Empty(t, b.rowIDs(t, id), "the run removed every row of the deleted dataset")
+
+	m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.Equal(t, stored, ids)
+	require.Equal(t, int64(len(stored)), m.Removed)
+	require.Equal(t, b.expireCount(t, runID, id), m.Removed)
+	var reasons []string
+	rows, err := b.db.Pool.Query(ctx, `SELECT DISTINCT reason || '/' || (expires_at IS NULL)::text FROM deletion_manifests`)
+	require.NoError(t, err)
+	reasons, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"dataset-deleted/true"}, reasons)
+}
