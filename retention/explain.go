@@ -5,7 +5,8 @@ import "time"
 // Explanation is what the expiry rule says of one row on its store's settings history, and why: the answer of
 // GET /dataSets/{id}/rows/{_id}/expiry. It is derived from Expired and Deletable, not beside them: Expired at any
 // time t, on this history, holds exactly when ExpiresAt is set and not after t, and Deletable exactly when
-// DeletableAt is (TestExplainFollowsTheRule holds this on generated histories).
+// DeletableAt is (TestExplainFollowsTheRule holds this on generated histories; the SQL twin agrees from the row's
+// ingestion on, postgres's TestExplainAgreesWithRuleOnScenarios).
 type Explanation struct {
 	// Governing is the index in the history of the setting that expires the row first, the one ExpiresAt comes
 	// from (under it, the row's own override if it has one, else its clock plus that setting's TTL); -1 when no
@@ -13,7 +14,8 @@ type Explanation struct {
 	// end the row's expiry came by.
 	Governing int
 	// ExpiresAt is the earliest time at which the row is expired on this history; nil when it is not expired at
-	// any time on it (a later TTL change may still set one).
+	// any time on it (a later TTL change may still set one). It may lie before the row's ingestion: an import or a
+	// late event can arrive expired, and is expired from its ingestion on, the first time the rule judges it.
 	ExpiresAt *time.Time
 	// Expired is Expired(r, history, now).
 	Expired bool
