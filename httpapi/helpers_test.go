@@ -20,8 +20,8 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/apitest"
-	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
