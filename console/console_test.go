@@ -75,10 +75,16 @@ func setup(t *testing.T) *bundle {
 	gate := &gatedSweep{Sweeper: sweep, open: make(chan struct{})}
 	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{Work: true, Sweeper: gate})
 	next := time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+	preview := postgres.NewPreviewService(db, retention.Period{})
+	lakeRuns, err := jobs.ParseSchedule("0 3 * * 0")
+	require.NoError(t, err)
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Rows: postgres.NewRowService(db, 0), Runs: runs,
-		Preview: postgres.NewPreviewService(db, retention.Period{}), Audit: postgres.NewAuditService(db),
-		NextRun:   func(catalog.Store) *time.Time { return &next },
+		Preview: preview, Explain: preview, Audit: postgres.NewAuditService(db),
+		NextRun: func(catalog.Store) *time.Time { return &next },
+		RunAt: func(store catalog.Store, from time.Time) *time.Time {
+			return jobs.Schedules{catalog.LakeHouse: lakeRuns}.NextRun(store, from.Add(-time.Nanosecond))
+		},
 		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
 		Holds:     datasets, Expirations: postgres.NewExpirationService(db, 20),
 		Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,

@@ -64,6 +64,7 @@ func TestConsole(t *testing.T) {
 		"AuditChainBroken":                testAuditChainBroken,
 		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
 		"LinkNeverReplacesASession":       testLinkNeverReplacesASession,
+		"ExplainARow":                     testExplainARow,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

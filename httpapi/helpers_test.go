@@ -21,6 +21,7 @@ import (
 	"github.com/acme/retention/httpapi"
 	"github.com/acme/retention/internal/apitest"
 	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -45,6 +46,30 @@ type testBundle struct {
 
 // testNextRun is when the test server says the next scheduled run is due.
 var testNextRun = time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
+
+// testLakeGrace is the lake's ingestion grace in the explanations of rows (GET …/rows/{rowId}/expiry).
+var testLakeGrace = retention.Period{Days: 30}
+
+// testSchedules are the stores' schedules as GET /retention/schedule shows them (Config.Schedules), which the
+// explanation of a row takes its nextRunAt from.
+func testSchedules(t testing.TB) scheduleTimes {
+	t.Helper()
+	out := scheduleTimes{}
+	for store, spec := range map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"} {
+		s, err := jobs.ParseSchedule(spec)
+		require.NoError(t, err)
+		out[store] = s
+	}
+	return out
+}
+
+// scheduleTimes answers Config.RunAt from the stores' schedules.
+type scheduleTimes jobs.Schedules
+
+// RunAt returns the store's first slot at or after from.
+func (s scheduleTimes) RunAt(store catalog.Store, from time.Time) *time.Time {
+	return jobs.Schedules(s).NextRun(store, from.Add(-time.Nanosecond))
+}
 
 // testExpirationQuota is the org's quota of pending dataset expirations in the tests: small, so reaching it is cheap.
 const testExpirationQuota = 5
@@ -73,6 +98,8 @@ func setup(t testing.TB) *testBundle {
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
 		Manifests: postgres.NewManifestService(db),
 		NextRun:   func(catalog.Store) *time.Time { t := testNextRun; return &t },
+		Explain:   postgres.NewPreviewService(db, testLakeGrace),
+		RunAt:     testSchedules(t).RunAt,
 		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
 		Ready:     db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.

@@ -36,8 +36,8 @@ var echoParam = regexp.MustCompile(`:([A-Za-z]+)`)
 // without its documentation, or documentation of a route that is gone, fails here.
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Holds: struct{ catalog.HoldService }{}, Audit: struct{ audit.Service }{}, Expirations: struct{ catalog.ExpirationService }{},
-		Manifests: struct{ catalog.ManifestService }{}, Registry: prometheus.NewRegistry()})
+	s := New(Config{Holds: struct{ catalog.HoldService }{}, Explain: struct{ catalog.RowExpiryExplainer }{}, Audit: struct{ audit.Service }{},
+		Expirations: struct{ catalog.ExpirationService }{}, Manifests: struct{ catalog.ManifestService }{}, Registry: prometheus.NewRegistry()})
 	served := map[string]bool{}
 	for _, r := range s.echo.Routes() {
 		if r.Method == echoRouteNotFound {

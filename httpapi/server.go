@@ -42,6 +42,11 @@ type Config struct {
 	Manifests catalog.ManifestService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun func(store catalog.Store) *time.Time
+	// Explain serves GET /dataSets/{id}/rows/{rowId}/expiry; nil leaves it out.
+	Explain catalog.RowExpiryExplainer
+	// RunAt tells when the store's first scheduled run at or after a time is due (nil: none); the explanation of a
+	// row names the one that deletes it. nil when no schedule is known.
+	RunAt func(store catalog.Store, from time.Time) *time.Time
 	// Schedules are the cron expressions of the stores' scheduled runs (UTC), which GET /retention/schedule shows
 	// with NextRun; a store missing from it has no scheduled runs.
 	Schedules map[catalog.Store]string
@@ -77,6 +82,8 @@ type Server struct {
 	expirations catalog.ExpirationService
 	manifests   catalog.ManifestService
 	nextRun     func(store catalog.Store) *time.Time
+	explainer   catalog.RowExpiryExplainer
+	runAt       func(store catalog.Store, from time.Time) *time.Time
 	schedules   map[catalog.Store]string
 	auth        *Authenticator
 	logger      *slog.Logger
@@ -94,7 +101,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, nextRun: cfg.NextRun, explainer: cfg.Explain, runAt: cfg.RunAt, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
@@ -139,6 +146,9 @@ func (s *Server) routes(g *echo.Group) {
 		g.POST("/"+name+"/:id/rows", s.ingestRows, manage, s.long)
 		g.GET("/"+name+"/:id/rows", s.listRows, read, s.long)
 		g.DELETE("/"+name+"/:id/rows/:rowId", s.deleteRow, manage)
+		if s.explainer != nil {
+			g.GET("/"+name+"/:id/rows/:rowId/expiry", s.explainRow, read)
+		}
 		if s.holds != nil {
 			s.holdRoutes(g, name)
 		}

@@ -41,6 +41,8 @@ Commands:
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
   expirations list | create -dataset ID -expiry DATE -name NAME | cancel ID: dataset expirations (scheduled
             deletions of whole datasets), through the API (RETENTION_URL)
+  rows      explain DATASET_ID _ID: why a row is still stored and when a run deletes it, through the API
+            (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
   dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
@@ -70,6 +72,8 @@ func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) 
 		return runLoad(ctx, args[1:], env, os.Stdin, out, errOut)
 	case "runs":
 		return runRuns(ctx, args[1:], env, out, errOut)
+	case "rows":
+		return runRows(ctx, args[1:], env, out)
 	case "audit":
 		return runAudit(ctx, args[1:], env, out)
 	case "expirations":

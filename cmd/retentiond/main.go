@@ -187,11 +187,16 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	if err != nil {
 		return err
 	}
+	preview := postgres.NewPreviewService(db, cfg.IngestionGrace)
 	api := httpapi.New(httpapi.Config{
-		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
+		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: preview, Explain: preview, Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota), Manifests: postgres.NewManifestService(db),
 		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
-		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
+		// A slot at from itself counts: NextRun gives the first strictly after its time, at whole seconds.
+		RunAt: func(store catalog.Store, from time.Time) *time.Time {
+			return schedules.NextRun(store, from.Add(-time.Nanosecond))
+		},
 		Schedules:      schedules.Specs(),
 		TranslateError: postgres.TranslateError,
 		ReadTimeout:    cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, LongRequestsPerOrg: cfg.LongRequestsPerOrg,

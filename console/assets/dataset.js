@@ -1,6 +1,7 @@
 // One dataset (#/datasets/{id}): its classification, retention and metrics, its pending dataset expiration (the
-// adobe/hygiene/ttl tag of GET /dataSets/{id}), and its legal holds (GET /dataSets/{id}/holds), which callers with
-// the retention.hold scope place and release here; others see them read only, since the API would refuse them.
+// adobe/hygiene/ttl tag of GET /dataSets/{id}), its legal holds (GET /dataSets/{id}/holds), which callers with
+// the retention.hold scope place and release here; others see them read only, since the API would refuse them; and
+// a form that explains one row's expiry by its _id (GET /dataSets/{id}/rows/{_id}/expiry).
 
 import { api, can, problemText } from './session.js';
 import { bytes, count, h, period, time } from './format.js';
@@ -60,7 +61,8 @@ export async function datasetView(main, id) {
       fact('Next retention job', nextJob(ds))),
     expires ? h('p', {}, h('button', { type: 'button', id: 'open-retention', onclick: (e) => openRetentionDialog(id, ds.name, e.currentTarget) }, 'Set data retention')) : null,
     expirationSection(id, ds, expiry),
-    holdsSection(id, holdsResp)].filter(Boolean));
+    holdsSection(id, holdsResp),
+    expires ? explainSection(id) : null].filter(Boolean));
 }
 
 // isoDay is a day as <input type=date> and the API's expiry take it (midnight UTC): YYYY-MM-DD.
@@ -199,4 +201,58 @@ function placeForm(id) {
   h('label', { htmlFor: reference.id }, 'Reference (optional)'), reference,
   error,
   h('p', {}, h('button', { type: 'submit', className: 'primary', id: 'hold-place' }, 'Place the hold')));
+}
+
+// The sources of a row's expiry (governedBy.source of GET …/rows/{_id}/expiry), as the page words them.
+const expirySources = {
+  setting: 'The TTL in force',
+  earlierSetting: 'An earlier, shorter TTL',
+  override: 'The row\'s own expiry (_expiresAt or _ttl)',
+  neverExpires: 'Never expires (_ttl: -1)',
+  noTtl: 'No TTL expires it',
+};
+
+// explainSection asks the API why a row is still stored and when a run deletes it, by the row's _id: the answer
+// comes from the same rule as reads and runs, so the page only lays it out.
+function explainSection(id) {
+  const section = h('section', { 'aria-labelledby': 'explain-title', id: 'explain' }, h('h2', { id: 'explain-title' }, 'Explain a row'));
+  const rowId = h('input', { id: 'explain-id', name: '_id', maxLength: 256, required: true, autocomplete: 'off', spellcheck: false, 'aria-describedby': 'explain-hint explain-error' });
+  const store = h('select', { id: 'explain-store', name: 'store' },
+    h('option', { value: 'adobe_lakeHouse' }, 'Data lake'), h('option', { value: 'adobe_unifiedProfile' }, 'Profile'));
+  const error = h('p', { className: 'error', id: 'explain-error', role: 'alert' });
+  const result = h('div', { id: 'explain-result', role: 'status' });
+  const form = h('form', { className: 'start-run', id: 'explain-form', noValidate: true, 'aria-labelledby': 'explain-title', onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = '';
+    result.replaceChildren();
+    if (!rowId.value) { error.textContent = 'Enter the row\'s _id.'; rowId.focus(); return; }
+    const resp = await api(`/dataSets/${encodeURIComponent(id)}/rows/${encodeURIComponent(rowId.value)}/expiry?store=${store.value}`);
+    if (!resp.ok) { error.textContent = problemText(resp); rowId.focus(); return; }
+    result.replaceChildren(explanation(resp.data));
+  } },
+  h('div', { className: 'row' },
+    h('div', {}, h('label', { htmlFor: rowId.id }, 'Row _id'), rowId),
+    h('div', {}, h('label', { htmlFor: store.id }, 'Store'), store)),
+  h('p', { className: 'hint', id: 'explain-hint' }, 'Why the row is still stored, what sets its expiry, and which run deletes it.'),
+  error,
+  h('p', {}, h('button', { type: 'submit', className: 'primary', id: 'explain-submit' }, 'Explain')));
+  section.append(form, result);
+  return section;
+}
+
+// explanation lays out the API's explanation of a row as a list of facts.
+function explanation(x) {
+  const at = (v) => time(v == null ? null : Date.parse(v));
+  const fact = (label, ...value) => [h('dt', {}, label), h('dd', {}, ...value)];
+  const setting = x.governedBy.setting;
+  return h('dl', { className: 'facts', id: 'explain-facts' },
+    fact('Row', h('code', {}, x._id)),
+    fact(x.clock.kind === 'lastWrite' ? 'Clock (last write)' : 'Clock (event time)', at(x.clock.value)),
+    fact('Ingested', at(x.ingestedAt)),
+    fact('Expiry set by', h('span', { className: 'source', title: x.governedBy.message }, expirySources[x.governedBy.source] || x.governedBy.source),
+      setting ? ` — setting ${setting.version}, ${period(setting.ttlValue)}${setting.current ? ', in force' : ''}` : ''),
+    fact('Expires', at(x.expiresAt), x.expired ? h('span', { className: 'expired' }, ' (expired: hidden from reads)') : ''),
+    fact('Deletable from', at(x.deletableAt), ` (grace ${period(x.graceValue)})`),
+    fact('Held by', x.heldBy.length ? x.heldBy.map((hd) => hd.reason).join(', ') : 'No hold'),
+    fact('Next run that deletes it', x.nextRunAt ? at(x.nextRunAt) : 'None'));
 }

@@ -1,0 +1,49 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// testExplainARow explains a row of journey-feedback by its _id, then one that is not there; it only reads.
+func testExplainARow(t *testing.T, b *bundle) {
+	id := b.ids["journey-feedback"]
+	var rowID string
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT row_id FROM lake_rows
+		WHERE dataset_id = $1 AND replaced_at IS NULL ORDER BY ts DESC, row_id LIMIT 1`, id).Scan(&rowID))
+	ctx := tab(t)
+	b.signIn(ctx, t, b.token(t, allScopes...))
+	b.openDataset(ctx, t, "journey-feedback")
+
+	t.Run("ExplainsTheRow", func(t *testing.T) {
+		setField(ctx, t, "#explain-id", rowID)
+		run(ctx, t, chromedp.Click(`#explain-submit`))
+		waitText(ctx, t, "#explain-facts", rowID)
+		facts := text(ctx, t, "#explain-facts")
+		require.Contains(t, facts, "Clock (")
+		require.Contains(t, facts, "Expiry set by")
+		require.Contains(t, facts, "Next run that deletes it")
+		require.Empty(t, eval[string](ctx, t, `document.querySelector("#explain-error").textContent`))
+		checkAccessibility(ctx, t, "dataset, a row explained")
+		screenshot(ctx, t, "dataset-explain")
+	})
+
+	t.Run("AMissingRowSaysSo", func(t *testing.T) {
+		setField(ctx, t, "#explain-id", "no/such row")
+		run(ctx, t, chromedp.Click(`#explain-submit`))
+		waitText(ctx, t, "#explain-error", `row "no/such row" was not found`)
+		require.Zero(t, eval[int](ctx, t, `document.querySelectorAll('#explain-facts').length`), "no stale answer beside the error")
+		checkAccessibility(ctx, t, "dataset, a row not found")
+	})
+
+	t.Run("AnEmptyIdIsAskedFor", func(t *testing.T) {
+		setField(ctx, t, "#explain-id", "")
+		run(ctx, t, chromedp.Click(`#explain-submit`))
+		waitText(ctx, t, "#explain-error", "Enter the row's _id.")
+		require.Equal(t, "explain-id", eval[string](ctx, t, `document.activeElement.id`), fmt.Sprintf("focus on the field of %s", id))
+	})
+}
