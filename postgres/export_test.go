@@ -179,3 +179,28 @@ func (db *DB) IngestionBusy(ctx context.Context) (bool, error) {
 func (w *Sweeper) PaceAfter(ctx context.Context, started time.Time) error {
 	return w.pace.after(ctx, started)
 }
+
+// OrgTableNames lists the tables a move copies, in its order.
+func OrgTableNames() []string {
+	out := make([]string, len(orgTables))
+	for i, ot := range orgTables {
+		out[i] = ot.name
+	}
+	return out
+}
+
+// NotMovedTables is the registry's list of tables a move leaves, with why.
+func NotMovedTables() map[string]string { return notMoved }
+
+// OrgRowCounts counts the org's rows in each table of the registry.
+func OrgRowCounts(ctx context.Context, db *DB, org string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, ot := range orgTables {
+		var n int64
+		if err := db.Pool.QueryRow(ctx, countSQL(ot, org)).Scan(&n); err != nil {
+			return nil, err
+		}
+		out[ot.name] = n
+	}
+	return out, nil
+}
