@@ -90,7 +90,9 @@ func (m *OrgMove) Run(ctx context.Context) (*MoveReport, error) {
 		return nil, fmt.Errorf("move %s: %w", m.Org, ErrMoveRunning)
 	}
 	// The session lock ends with the connection, also when the tool is killed.
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(19, hashtext($1))`, m.Org) }()
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(19, hashtext($1))`, m.Org)
+	}()
 	rep := &MoveReport{Copied: map[string]int64{}, Removed: map[string]int64{}}
 	st, err := m.load(ctx, rep)
 	if err != nil || st == nil {
