@@ -49,10 +49,15 @@ AXE_CORE := $(TOOLS)/node/node_modules/axe-core/axe.min.js
 CHROMIUM ?= /usr/bin/chromium
 BROWSER_TOOLS := $(if $(filter ./... ./console/ ./console ./console/...,$(PKG)),tools-chromium tools-axe)
 
+# The cells' tests (internal/cells, and the ones with two cells behind the proxy in cmd/) run Debian's HAProxy, as
+# deploy/cells/haproxy.cfg configures it; tests find it through $HAPROXY. A run without those packages does not need it.
+HAPROXY ?= /usr/sbin/haproxy
+PROXY_TOOLS := $(if $(filter ./... ./internal/cells/ ./internal/cells ./cmd/%,$(PKG)),tools-haproxy)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run stop build image test proptest tools-newman tools-axe tools-chromium tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
+.PHONY: help run run-cells stop build image test proptest tools-newman tools-axe tools-chromium tools-haproxy tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -81,12 +86,12 @@ image: ## build the Docker image retention-local:dev, stamped with the version a
 # Without TEST_DATABASE_URL the tests get a throwaway PostgreSQL cluster from
 # pgrun, started before and removed after `go test`; with it they use that
 # database as is.
-test: tools-newman $(BROWSER_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+test: tools-newman $(BROWSER_TOOLS) $(PROXY_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
 	@echo "make test: compiling with -race, then one line per package as it finishes (all of them: about 6 minutes on 2 cores; a first run compiles for a few minutes more)"
 ifeq ($(strip $(TEST_DATABASE_URL)),)
-	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
 else
-	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
 endif
 
 # The expiry rule's property test (postgres/expiry_test.go) on 1,000 generated scenarios, where make test plays 50;
@@ -121,6 +126,19 @@ tools-chromium: ## install Debian's chromium and chromium-driver for the console
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 		else \
 			echo "the console's browser tests need Chromium: run  sudo apt-get install -y chromium chromium-driver  (or set CHROMIUM=/path/to/chromium)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+# HAProxy routes requests to cells (deploy/cells, make run-cells, the cells' tests): Debian's package, as root, as
+# tools-chromium installs Chromium.
+tools-haproxy: ## install Debian's haproxy for the cells' proxy, its tests and make run-cells (as root)
+	@if [ ! -x "$(HAPROXY)" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing haproxy (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; \
+		else \
+			echo "the cells' proxy needs HAProxy: run  sudo apt-get install -y haproxy  (or set HAPROXY=/path/to/haproxy)" >&2; \
 			exit 1; \
 		fi; \
 	fi
