@@ -15,10 +15,10 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// OrgRouter switches the cell an org's requests are routed to. RouteOrg must be idempotent: a move resumed after
+// OrgRouter switches the cell an org's requests are routed to. Place must be idempotent (internal/cells.Router is one): a move resumed after
 // a kill calls it again.
 type OrgRouter interface {
-	RouteOrg(ctx context.Context, org, cell string) error
+	Place(ctx context.Context, org, cell string) error
 }
 
 // The steps of a move, as org_moves.step records them: each is committed before the next begins, so a move killed
@@ -147,7 +147,7 @@ func (m *OrgMove) advance(ctx context.Context, st *moveState, rep *MoveReport) (
 	case stepCopied:
 		return stepVerified, m.verify(ctx, st, rep)
 	case stepVerified:
-		if err := m.Router.RouteOrg(ctx, m.Org, m.TargetCell); err != nil {
+		if err := m.Router.Place(ctx, m.Org, m.TargetCell); err != nil {
 			return "", fmt.Errorf("switch the route to %s: %w", m.TargetCell, err)
 		}
 		if !st.since.IsZero() {

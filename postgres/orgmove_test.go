@@ -79,7 +79,7 @@ type mapRouter struct {
 	routes map[string]string
 }
 
-func (r *mapRouter) RouteOrg(_ context.Context, org, cell string) error {
+func (r *mapRouter) Place(_ context.Context, org, cell string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.routes[org] = cell
