@@ -204,14 +204,14 @@ func (m *OrgMove) start(ctx context.Context) (*moveState, error) {
 		return nil, err
 	}
 	if state != nil && *state == fenceMoved {
-		return nil, &catalog.Error{Code: catalog.ECONFLICT, Type: "org-moved", Field: "org", Message: fmt.Sprintf("org %s has already moved away from the source cell", m.Org)}
+		return nil, &catalog.Error{Code: catalog.ECONFLICT, Field: "org", Message: fmt.Sprintf("org %s has already moved away from the source cell", m.Org)}
 	}
 	held, err := orgFootprint(ctx, m.Target, m.Org)
 	if err != nil {
 		return nil, err
 	}
 	if held != "" {
-		return nil, &catalog.Error{Code: catalog.ECONFLICT, Type: "org-on-target", Field: "to",
+		return nil, &catalog.Error{Code: catalog.ECONFLICT, Field: "to",
 			Message: fmt.Sprintf("the target cell already holds rows of org %s (%s): a move goes only to a cell that holds nothing of the org", m.Org, held)}
 	}
 	st := &moveState{id: uuid.NewString(), step: stepDraining}
