@@ -372,3 +372,89 @@ func TestMoveRefusesATargetHoldingTheOrg(t *testing.T) {
 	w.write(m.src, m.live, 1)
 	require.Len(t, w.acked, 1, "a refused move leaves the org's writes alone")
 }
+
+// TestMoveWaitsForARunInFlight: a run that listed the org's datasets before the fence ends on the source before the
+// copy, and its history and Expire events move with the org; a run listed while the org drains leaves it out.
+func TestMoveWaitsForARunInFlight(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 100)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	runs := postgres.NewRunRepository(m.src.db)
+	m.src.now = m.src.now.Add(24 * time.Hour)
+	inFlight, err := runs.CreateManualRun(ctx, m.src.caller, catalog.RunRequest{Store: catalog.LakeHouse}, retention.Period{})
+	require.NoError(t, err)
+	plan, err := runs.PrepareRun(ctx, inFlight)
+	require.NoError(t, err)
+	require.NotEmpty(t, plan.Pending)
+	var expiresBefore int
+	require.NoError(t, m.src.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE org_id = $1 AND action = 'Expire'`, org).Scan(&expiresBefore))
+	var waited int
+	var later *catalog.Plan
+	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
+		RunPoll: time.Millisecond,
+		Logf: func(format string, args ...any) {
+			if !strings.Contains(fmt.Sprintf(format, args...), "waiting for runs") {
+				return
+			}
+			waited++
+			// A run listed now, while the org drains, leaves its datasets out.
+			id, _, err := runs.CreateScheduledRun(ctx, catalog.Profile, m.src.now, retention.Period{})
+			require.NoError(t, err)
+			later, err = runs.PrepareRun(ctx, id)
+			require.NoError(t, err)
+			sw := postgres.Sweep{RunID: inFlight, Store: catalog.LakeHouse, At: m.src.now}
+			for _, ds := range plan.Pending {
+				_, err := m.src.sweeper.SweepDataset(ctx, sw, ds)
+				require.NoError(t, err)
+				_, err = runs.FinishDataset(ctx, inFlight, ds, catalog.Outcome{})
+				require.NoError(t, err)
+			}
+			plan.Pending = nil
+		}}
+	_, err = move.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, waited, "the move waited for the run once, and went on when it ended")
+	require.NotNil(t, later)
+	require.Empty(t, later.Pending, "a run listed while the org drains leaves its datasets out")
+	var status string
+	var parts, expires int
+	require.NoError(t, m.dst.db.Pool.QueryRow(ctx, `SELECT r.status, (SELECT count(*) FROM retention_run_datasets d WHERE d.run_id = r.id),
+		(SELECT count(*) FROM audit_events e WHERE e.org_id = $2 AND e.action = 'Expire')
+		FROM retention_runs r WHERE r.id = $1`, inFlight, org).Scan(&status, &parts, &expires))
+	require.Equal(t, "succeeded", status, "the run ended on the source and its record moved")
+	require.Equal(t, 2, parts)
+	require.Equal(t, expiresBefore+2, expires, "the run's Expire events moved with the chain")
+	v, err := postgres.NewAuditService(m.dst.db).Verify(ctx, org)
+	require.NoError(t, err)
+	require.True(t, v.Valid)
+}
+
+// TestMoveOfTwentyThousandRows is the move of an org with 20,000 rows (10,000 a dataset) while a client writes: the scale of
+// the issue's 100,000 rows that fits in the suite (the benchmark moves 1M).
+func TestMoveOfTwentyThousandRows(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 10_000)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	before, counts := orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+	w := &writer{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				w.write(m.routed(), m.live, i)
+			}
+		}
+	}()
+	rep, err := (&postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router}).Run(ctx)
+	close(stop)
+	<-done
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rep.Copied["lake_rows"], counts["lake_rows"])
+	m.requireMoved(t, before, counts, w)
+}
