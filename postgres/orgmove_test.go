@@ -392,7 +392,7 @@ func TestMoveWaitsForARunInFlight(t *testing.T) {
 	var waited int
 	var later *catalog.Plan
 	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
-		RunPoll: time.Millisecond,
+		RunPoll: time.Millisecond, RunWait: time.Minute, // the bound turns a run that never ends into a failure, not a hang
 		Logf: func(format string, args ...any) {
 			if !strings.Contains(fmt.Sprintf(format, args...), "waiting for runs") {
 				return
