@@ -209,7 +209,7 @@ func (w *writer) write(b *sweepBundle, ds string, i int) {
 	case catalog.ErrorCode(err) == catalog.EUNAVAILABLE:
 		w.refused++
 	default:
-		w.failures = append(w.failures, fmt.Errorf("write %s: %v (%+v)", id, err, res))
+		w.failures = append(w.failures, fmt.Errorf("write %s: %w (%+v)", id, err, res))
 	}
 }
 
