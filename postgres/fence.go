@@ -11,8 +11,8 @@ import (
 
 // checkWriteFence refuses, inside tx, a write of org while the org moves to another cell or after it has moved
 // (migration 0018, org_write_fence). Every transaction that writes anything of an org calls it before it commits:
-// writeAuditEvent (every settings change, delete, hold, expiration, row delete), copyChunk (each ingested chunk) and
-// CreateManualRun. It holds the org's fence lock shared until tx ends, so a mover raising the fence waits for tx to
+// writeAuditEvent (every settings change, delete, hold, expiration, row delete), copyChunk (each ingested chunk),
+// CreateManualRun and PolicyService.SetLimits. It holds the org's fence lock shared until tx ends, so a mover raising the fence waits for tx to
 // commit: a write acknowledged before the fence is in the copy, and one after it is refused, never lost. It costs
 // one round trip and an index probe.
 func checkWriteFence(ctx context.Context, tx pgx.Tx, org string) error {

@@ -303,11 +303,13 @@ func TestMoveCopiesAnOrgWhileAClientWrites(t *testing.T) {
 			}
 		}
 	}()
-	var fencedWrite, fencedRead error
+	var fencedWrite, fencedRead, fencedPolicy error
 	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
 		AfterStep: func(step string) error {
 			if step == "fenced" {
 				_, fencedWrite = ingest(ctx, m.src.rows, m.src.caller, m.live, rawEvents(`{"timestamp":"2024-10-30T00:00:00Z"}`), catalog.IngestOptions{})
+				fencedPolicy = m.src.policies.SetLimits(ctx, org, catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer},
+					catalog.Limits{Min: period(t, "P2D"), Default: period(t, "P6M")})
 				_, fencedRead = m.src.rows.FindRows(ctx, m.src.caller, m.live, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10})
 			}
 			return nil
@@ -318,6 +320,7 @@ func TestMoveCopiesAnOrgWhileAClientWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"fenced", "copied", "verified", "switched", "done", "completed"}, rep.Steps)
 	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedWrite), "a write while fenced is refused: %v", fencedWrite)
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedPolicy), "an operator's change of the org's limits too: %v", fencedPolicy)
 	require.NoError(t, fencedRead, "reads go on while fenced")
 	require.NotEmpty(t, w.acked)
 	require.Equal(t, 2, rep.Datasets)
