@@ -45,3 +45,15 @@ const (
 
 // unfencedSQL is the condition a run's listing adds, so that no new run takes datasets of an org that is moving.
 const unfencedSQL = `NOT EXISTS (SELECT 1 FROM org_write_fences f WHERE f.org_id = d.org_id)`
+
+// movedAway is the refusal of a request for a dataset of an org that has moved to another cell (a request the proxy
+// sent before the switch, or a stale route): 503, so that the client sends it again to the new cell, rather than a
+// 404 for a dataset that exists there. It is asked only when the dataset was not found.
+func movedAway(ctx context.Context, q querier, org string) error {
+	var moved bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM org_write_fences WHERE org_id = $1 AND state = 'moved')`, org).Scan(&moved)
+	if err == nil && moved {
+		return errOrgMoving(org, fenceMoved)
+	}
+	return nil // the not-found answer stands (or the caller's next statement reports the failure)
+}

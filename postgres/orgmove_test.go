@@ -262,6 +262,8 @@ func (m *moveBundle) requireMoved(t *testing.T, before []string, counts map[stri
 		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
 	require.Error(t, err, "the source refuses writes of an org that moved")
 	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(err))
+	_, err = ingest(ctx, m.src.rows, m.src.caller, m.live, rawEvents(`{"timestamp":"2024-10-30T00:00:00Z"}`), catalog.IngestOptions{})
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(err), "a request for a dataset that moved is sent again, not told it is gone: %v", err)
 	ds, err := postgres.NewDatasetService(m.dst.db).FindDatasetByID(ctx, m.dst.caller, m.live)
 	require.NoError(t, err, "the dataset reads on the target")
 	require.Equal(t, "events", ds.Name)
