@@ -22,6 +22,9 @@ const (
 	ActionExecute = "Execute"
 	// ActionReplace records rows of a held dataset written again: the versions they replaced were kept, not deleted.
 	ActionReplace = "Replace"
+	// ActionMove records a step of the org's move to another cell: started (in the source's chain, copied with it),
+	// verified and completed (in the target's).
+	ActionMove = "Move"
 )
 
 // Asset types.
@@ -31,6 +34,7 @@ const (
 	// executed.
 	AssetDatasetExpiration = "DatasetExpiration"
 	AssetAuditLog          = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
+	AssetOrg               = "Org"      // the org as a whole: its move between cells (action Move)
 )
 
 // Statuses, as Adobe's enhanced (execution) events name them.

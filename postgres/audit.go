@@ -58,6 +58,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 // lock is then held only for the commit) and a transaction writing events of several orgs writes them in org order.
 // It sets ev's ID (when empty), Seq, PrevHash and Hash. (The benchmark's unchained build writes it unchained.)
 func writeAuditEvent(ctx context.Context, tx pgx.Tx, ev *audit.Event) error {
+	if err := checkWriteFence(ctx, tx, ev.Org); err != nil {
+		return err
+	}
 	id, details, err := prepareAuditEvent(ev)
 	if err != nil {
 		return err
@@ -129,6 +132,9 @@ func appendAuditEvents(ctx context.Context, tx pgx.Tx, evs []*audit.Event) error
 			}
 		}
 		return nil
+	}
+	if err := checkWriteFence(ctx, tx, evs[0].Org); err != nil {
+		return err
 	}
 	seq, prev, err := lockChain(ctx, tx, evs[0])
 	if err != nil {

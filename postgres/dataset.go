@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -172,6 +173,11 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 		query += ` FOR UPDATE`
 	}
 	ds, err := scanDataset(q.QueryRow(ctx, query, c.Org, c.Sandbox, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if moved := movedAway(ctx, q, c.Org); moved != nil {
+			return nil, moved
+		}
+	}
 	if err != nil {
 		return nil, translate(err, notFoundMessage(id))
 	}

@@ -186,3 +186,28 @@ func (db *DB) RecordRemovedIDs(ctx context.Context, workOrderID, datasetID strin
 		return recordRemovedIDs(ctx, tx, removal{removalWorkOrder, workOrderID}, datasetID, store, "work-order", rows, db.now())
 	})
 }
+
+// OrgTableNames lists the tables a move copies, in its order.
+func OrgTableNames() []string {
+	out := make([]string, len(orgTables))
+	for i, ot := range orgTables {
+		out[i] = ot.name
+	}
+	return out
+}
+
+// NotMovedTables is the registry's list of tables a move leaves, with why.
+func NotMovedTables() map[string]string { return notMoved }
+
+// OrgRowCounts counts the org's rows in each table of the registry.
+func OrgRowCounts(ctx context.Context, db *DB, org string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, ot := range orgTables {
+		var n int64
+		if err := db.Pool.QueryRow(ctx, countSQL(ot, org)).Scan(&n); err != nil {
+			return nil, err
+		}
+		out[ot.name] = n
+	}
+	return out, nil
+}

@@ -160,6 +160,9 @@ func (rs *rowStore) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, c
 	if _, err := tx.Exec(ctx, lockRows(stores, names)); err != nil {
 		return err
 	}
+	if err := checkWriteFence(ctx, tx, t.ds.Org); err != nil {
+		return err // first: an org that moved away has no dataset row left to read
+	}
 	var live bool
 	var overrides string
 	if err := tx.QueryRow(ctx, datasetLiveSQL, t.ds.ID).Scan(&live, &overrides); err != nil {

@@ -129,8 +129,14 @@ func (s *PolicyService) SetLimits(ctx context.Context, org string, key catalog.P
 		v := d.String()
 		defaultValue = &v
 	}
-	_, err := s.db.Pool.Exec(ctx, upsertPolicy, org, string(key.Store), string(key.ManagedBy), key.Records,
-		l.Min.String(), maxValue, defaultValue, s.db.now())
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		if err := checkWriteFence(ctx, tx, org); err != nil {
+			return err // an org moving to another cell takes its limits along as they were
+		}
+		_, err := tx.Exec(ctx, upsertPolicy, org, string(key.Store), string(key.ManagedBy), key.Records,
+			l.Min.String(), maxValue, defaultValue, s.db.now())
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set TTL policy %s/%s/%s: %w", org, key.Store, key.ManagedBy, err)
 	}

@@ -102,6 +102,9 @@ func (s *RunRepository) CreateManualRun(ctx context.Context, c *catalog.Caller, 
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7436500003)`); err != nil {
 			return err
 		}
+		if err := checkWriteFence(ctx, tx, c.Org); err != nil {
+			return err
+		}
 		for _, dsID := range req.DatasetIDs {
 			if _, err := findDataset(ctx, tx, c, dsID, false); err != nil {
 				return err
@@ -194,6 +197,7 @@ FROM datasets d
 LEFT JOIN row_expirations re ON re.dataset_id = d.id AND re.store = $2
 WHERE ($3::text IS NULL OR (d.org_id = $3 AND d.sandbox_name = $4))
   AND ($5::text[] IS NULL OR d.id = ANY($5::text[]))
+  AND `+unfencedSQL+`
   AND EXISTS (SELECT 1 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
               WHERE st.dataset_id = d.id AND p.store = $2 AND st.row_count > 0)
 ON CONFLICT DO NOTHING`, runID, store, org, sandbox, idFilter)

@@ -44,10 +44,11 @@ Commands:
   rows      explain DATASET_ID _ID: why a row is still stored and when a run deletes it, through the API
             (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
+  org       move -org ORG -to URL -to-cell CELL: move an org's rows, audit log and route to another cell
   dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
 
-migrate, policy and load use DATABASE_URL; when it is unset, they use the database of the ` + "`make run`" + `
+migrate, policy, load and org move (its source) use DATABASE_URL; when it is unset, they use the database of the ` + "`make run`" + `
 running in this checkout (RETENTION_CHECKOUT names another), and say so on stderr.
 
 Run 'retentionctl COMMAND -h' for a command's flags.
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) 
 		return runAudit(ctx, args[1:], env, out)
 	case "expirations":
 		return runExpirations(ctx, args[1:], env, out)
+	case "org":
+		return runOrg(ctx, args[1:], env, out, errOut)
 	case "dev":
 		return runDev(ctx, args[1:], env, out)
 	case "version":

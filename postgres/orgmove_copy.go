@@ -1,0 +1,376 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/acme/retention/catalog"
+)
+
+// copyOrg copies every table of the registry from one repeatable-read snapshot of the source into one transaction
+// of the target, which also writes the target's row of the move: the copy is on the target whole, or not at all.
+// It skips the copy when that row is there already (a move killed after the copy committed).
+func (m *OrgMove) copyOrg(ctx context.Context, st *moveState, rep *MoveReport) error {
+	step, err := m.targetStep(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	if step == "" {
+		if err := m.createPartitions(ctx); err != nil {
+			return err
+		}
+		if err := m.copyTables(ctx, st, rep); err != nil {
+			return err
+		}
+	}
+	return m.setStep(ctx, m.Source, st.id, "source", stepCopied)
+}
+
+func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport) error {
+	src, err := m.Source.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = src.Rollback(context.WithoutCancel(ctx)) }()
+	now := m.Target.now()
+	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO org_moves (id, org_id, role, target_cell, step, started_at, updated_at)
+			VALUES ($1, $2, 'target', $3, 'copied', $4, $4)`, st.id, m.Org, m.TargetCell, now); err != nil {
+			return fmt.Errorf("record the move on the target: %w", err)
+		}
+		remap, err := settingMap(ctx, src, tx, m.Org)
+		if err != nil {
+			return err
+		}
+		for _, ot := range orgTables {
+			if ot.audit && ot.name != "audit_events" {
+				continue // audit_chains and audit_purges: copyChain
+			}
+			n, err := copyTable(ctx, src, tx, ot, m.Org, remap)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", ot.name, err)
+			}
+			rep.Copied[ot.name] = n
+		}
+		if err := copyChain(ctx, src, tx, m.Org, rep); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE org_moves SET counts = jsonb_build_object('copied', $2::jsonb) WHERE id = $1 AND role = 'target'`,
+			st.id, marshalCounts(rep.Copied))
+		return err
+	})
+}
+
+// settingMap gives each of the org's TTL settings an id of the target's sequence, as a VALUES list (old, new).
+func settingMap(ctx context.Context, src, tx pgx.Tx, org string) (string, error) {
+	rows, err := src.Query(ctx, `SELECT t.id FROM ttl_settings t WHERE `+scopeFor(byDataset, org)+` ORDER BY t.id`)
+	if err != nil {
+		return "", err
+	}
+	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return "", fmt.Errorf("read the TTL settings: %w", err)
+	}
+	if len(old) == 0 {
+		return `SELECT NULL::bigint, NULL::bigint WHERE false`, nil
+	}
+	rows, err = tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('ttl_settings', 'id')) FROM generate_series(1, $1)`, len(old))
+	if err != nil {
+		return "", err
+	}
+	fresh, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return "", fmt.Errorf("number the TTL settings on the target: %w", err)
+	}
+	pairs := make([]string, len(old))
+	for i := range old {
+		pairs[i] = "(" + strconv.FormatInt(old[i], 10) + "::bigint, " + strconv.FormatInt(fresh[i], 10) + "::bigint)"
+	}
+	return "VALUES " + strings.Join(pairs, ", "), nil
+}
+
+// tableColumns lists a table's columns in their order.
+func tableColumns(ctx context.Context, q querier, table string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT column_name::text FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`, table)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// copyColumns is the columns both cells' table has, but those the target fills itself; the two cells must run the
+// same migrations.
+func copyColumns(ctx context.Context, src, tx pgx.Tx, ot orgTable) ([]string, error) {
+	from, err := tableColumns(ctx, src, ot.name)
+	if err != nil {
+		return nil, err
+	}
+	to, err := tableColumns(ctx, tx, ot.name)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(from, to) {
+		return nil, fmt.Errorf("the cells' %s differ (%v, %v): migrate both to the same version first", ot.name, from, to)
+	}
+	return slices.DeleteFunc(from, func(c string) bool { return slices.Contains(ot.omit, c) }), nil
+}
+
+// copyTable streams the org's rows of one table from the source's snapshot into the target, in COPY's binary form.
+func copyTable(ctx context.Context, src, tx pgx.Tx, ot orgTable, org, remap string) (int64, error) {
+	cols, err := copyColumns(ctx, src, tx, ot)
+	if err != nil {
+		return 0, err
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = "t." + pgx.Identifier{c}.Sanitize()
+		if c == ot.remap {
+			sel[i] = "m.n"
+		}
+	}
+	from := pgx.Identifier{ot.name}.Sanitize() + " t"
+	if ot.remap != "" {
+		from += " JOIN (" + remap + ") AS m (o, n) ON m.o = t." + pgx.Identifier{ot.remap}.Sanitize()
+	}
+	out := `COPY (SELECT ` + strings.Join(sel, ", ") + ` FROM ` + from + ` WHERE ` + ot.where(org) + `) TO STDOUT (FORMAT binary)`
+	dest := pgx.Identifier{ot.name}.Sanitize()
+	if ot.shared {
+		dest = pgx.Identifier{"move_stage_" + ot.name}.Sanitize()
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE `+dest+` (LIKE `+pgx.Identifier{ot.name}.Sanitize()+` INCLUDING DEFAULTS) ON COMMIT DROP`); err != nil {
+			return 0, err
+		}
+	}
+	list := identList(cols)
+	n, err := pipeCopy(ctx, src, tx, out, `COPY `+dest+` (`+list+`) FROM STDIN (FORMAT binary)`)
+	if err != nil || !ot.shared {
+		return n, err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{ot.name}.Sanitize()+` (`+list+`) SELECT `+list+` FROM `+dest+` ON CONFLICT DO NOTHING`)
+	return n, err
+}
+
+func identList(cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return strings.Join(out, ", ")
+}
+
+// pipeCopy runs COPY … TO STDOUT on src and COPY … FROM STDIN on tx at once, through a pipe.
+func pipeCopy(ctx context.Context, src, tx pgx.Tx, out, in string) (int64, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := src.Conn().PgConn().CopyTo(ctx, pw, out)
+		_ = pw.CloseWithError(err)
+		done <- err
+	}()
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, pr, in)
+	_ = pr.CloseWithError(io.ErrClosedPipe) // unblocks the reader's side should the target have failed first
+	if srcErr := <-done; srcErr != nil && err == nil {
+		err = srcErr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// copyChain copies the org's chain head and anchor, and its purge records, through audit_move_in.
+func copyChain(ctx context.Context, src, tx pgx.Tx, org string, rep *MoveReport) error {
+	var chain, purges []byte
+	var n int64
+	err := src.QueryRow(ctx, `SELECT (SELECT to_jsonb(c) FROM audit_chains c WHERE c.org_id = $1),
+		coalesce((SELECT jsonb_agg(to_jsonb(p) ORDER BY p.id) FROM audit_purges p WHERE p.org_id = $1), '[]'),
+		(SELECT count(*) FROM audit_purges p WHERE p.org_id = $1)`, org).Scan(&chain, &purges, &n)
+	if err != nil {
+		return fmt.Errorf("read the audit chain: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT audit_move_in($1, $2::jsonb, $3::jsonb)`, org, chain, purges); err != nil {
+		return fmt.Errorf("copy the audit chain: %w", err)
+	}
+	if chain != nil {
+		rep.Copied["audit_chains"] = 1
+	}
+	rep.Copied["audit_purges"] = n
+	return nil
+}
+
+// createPartitions creates on the target, each in a short transaction of its own, the partitions the org's rows
+// and counters are in on the source, with the same names and bounds. An empty partition is harmless, so a copy
+// that fails after them leaves nothing to undo.
+func (m *OrgMove) createPartitions(ctx context.Context) error {
+	rows, err := m.Source.Pool.Query(ctx, `SELECT p.name, p.store, p.lower_bound, p.upper_bound, pg_get_expr(c.relpartbound, c.oid)
+		FROM row_partitions p JOIN pg_class c ON c.oid = to_regclass(quote_ident(p.name))
+		WHERE p.name IN (SELECT t.partition_name FROM row_stats t WHERE `+scopeFor(byDataset, m.Org)+`
+		                 UNION SELECT t.partition_name FROM row_id_filters t WHERE `+scopeFor(byDataset, m.Org)+`)
+		ORDER BY p.name`)
+	if err != nil {
+		return err
+	}
+	type part struct {
+		name, store, bound string
+		lower, upper       pgtype.Timestamptz // the past partition starts at -infinity
+	}
+	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (part, error) {
+		var p part
+		err := r.Scan(&p.name, &p.store, &p.lower, &p.upper, &p.bound)
+		return p, err
+	})
+	if err != nil {
+		return fmt.Errorf("list the org's partitions: %w", err)
+	}
+	for _, p := range parts {
+		err := retryLockTimeouts(ctx, func(ctx context.Context) error {
+			return m.Target.inTx(ctx, func(tx pgx.Tx) error {
+				if err := setLockTimeout(ctx, tx, time.Second); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+pgx.Identifier{p.name}.Sanitize()+` PARTITION OF `+
+					storeTable(catalog.Store(p.store))+` `+p.bound); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO row_partitions (name, store, lower_bound, upper_bound) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (name) DO NOTHING`, p.name, p.store, p.lower, p.upper)
+				return err
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("create partition %s on the target (a partition of another shape there over the same range stops a move): %w", p.name, err)
+		}
+	}
+	return nil
+}
+
+// verify holds the copy to the source: the same count in every table, the same checksum of each dataset's rows in
+// both stores, and an audit chain that verifies on the target with the source's head. It then records the step
+// and its audit event on the target, in one transaction.
+func (m *OrgMove) verify(ctx context.Context, st *moveState, rep *MoveReport) error {
+	step, err := m.targetStep(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	if step == stepCopied {
+		if err := m.verifyCopy(ctx, st, rep); err != nil {
+			return err
+		}
+	}
+	return m.setStep(ctx, m.Source, st.id, "source", stepVerified)
+}
+
+func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport) error {
+	counts := map[string]int64{}
+	var diffs []string
+	for _, ot := range orgTables {
+		var ns, nt int64
+		if err := m.Source.Pool.QueryRow(ctx, countSQL(ot, m.Org)).Scan(&ns); err != nil {
+			return err
+		}
+		if err := m.Target.Pool.QueryRow(ctx, countSQL(ot, m.Org)).Scan(&nt); err != nil {
+			return err
+		}
+		if ns != nt {
+			diffs = append(diffs, fmt.Sprintf("%s: source %d, target %d", ot.name, ns, nt))
+		}
+		counts[ot.name] = nt
+	}
+	for _, table := range []string{"lake_rows", "profile_rows"} {
+		s, err := rowChecksums(ctx, m.Source, table, m.Org)
+		if err != nil {
+			return err
+		}
+		t, err := rowChecksums(ctx, m.Target, table, m.Org)
+		if err != nil {
+			return err
+		}
+		for _, ds := range slices.Sorted(maps.Keys(s)) {
+			if s[ds] != t[ds] {
+				diffs = append(diffs, fmt.Sprintf("%s of dataset %s: source %s, target %s", table, ds, s[ds], t[ds]))
+			}
+		}
+		rep.Datasets = max(rep.Datasets, len(s))
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("the copy differs from the source: %s", strings.Join(diffs, "; "))
+	}
+	v, err := NewAuditService(m.Target).Verify(ctx, m.Org)
+	if err != nil {
+		return fmt.Errorf("verify the audit chain on the target: %w", err)
+	}
+	if !v.Valid {
+		return fmt.Errorf("the audit chain of %s does not verify on the target (first break at %+v)", m.Org, v.FirstBroken)
+	}
+	now := m.Target.now()
+	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
+		if err := setStepIn(ctx, tx, st.id, "target", stepVerified, now); err != nil {
+			return err
+		}
+		return writeAuditEvent(ctx, tx, m.event(st.id, now, map[string]any{"step": "verified", "rows": counts,
+			"datasetsChecksummed": rep.Datasets, "auditEventsVerified": v.Events}))
+	})
+}
+
+// rowChecksums is, per dataset of org, the count of its rows in a store and an order-free sum of a hash of each
+// row (every column but the setting id, which the target numbers anew, and with the partition it is in).
+func rowChecksums(ctx context.Context, db *DB, table, org string) (map[string]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT t.dataset_id, count(*)::text || ':' || coalesce(sum(('x' || left(md5(concat_ws('|',
+		t.row_id, t.ts, t.ingested_at, t.placed_expiry, t.own_expiry, t.never_expires, t.payload, t.replaced_at,
+		t.tableoid::regclass)), 15))::bit(60)::bigint), 0)::text
+		FROM `+pgx.Identifier{table}.Sanitize()+` t WHERE `+scopeFor(byDataset, org)+` GROUP BY t.dataset_id`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var ds, sum string
+	_, err = pgx.ForEachRow(rows, []any{&ds, &sum}, func() error {
+		out[ds] = sum
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checksum %s: %w", table, err)
+	}
+	return out, nil
+}
+
+// removeSource removes every row of the org from the source in one transaction, with its audit chain
+// (audit_move_out), leaves the fence there as moved, and records what it removed in the move's row.
+func (m *OrgMove) removeSource(ctx context.Context, st *moveState, rep *MoveReport) error {
+	now := m.Source.now()
+	return m.Source.inTx(ctx, func(tx pgx.Tx) error {
+		for i := len(orgTables) - 1; i >= 0; i-- {
+			ot := orgTables[i]
+			if ot.audit {
+				continue
+			}
+			tag, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{ot.name}.Sanitize()+` t WHERE `+ot.removeWhere(m.Org))
+			if err != nil {
+				return fmt.Errorf("remove %s: %w", ot.name, err)
+			}
+			rep.Removed[ot.name] = tag.RowsAffected()
+		}
+		var events int64
+		if err := tx.QueryRow(ctx, `SELECT audit_move_out($1)`, m.Org).Scan(&events); err != nil {
+			return fmt.Errorf("remove the audit chain: %w", err)
+		}
+		rep.Removed["audit_events"] = events
+		if _, err := tx.Exec(ctx, `UPDATE org_write_fences SET state = 'moved', since = $2 WHERE org_id = $1`, m.Org, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE org_moves SET counts = jsonb_build_object('removed', $2::jsonb) WHERE id = $1 AND role = 'source'`,
+			st.id, marshalCounts(rep.Removed)); err != nil {
+			return err
+		}
+		return setStepIn(ctx, tx, st.id, "source", stepDone, now)
+	})
+}

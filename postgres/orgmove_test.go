@@ -1,0 +1,465 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
+	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
+)
+
+// TestEveryOrgScopedTableIsMoved fails when a table of the schema belongs to an org (an org_id, dataset_id,
+// expiration_id or run_id column, or a foreign key to such a table) and the move's registry neither copies it nor
+// says why it stays: a new table of org data must be added to orgTables (postgres/orgtables.go).
+func TestEveryOrgScopedTableIsMoved(t *testing.T) {
+	t.Parallel()
+	db := testdb.NewDB(t)
+	ctx := context.Background()
+	rows, err := db.Pool.Query(ctx, `SELECT c.relname::text,
+		EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		        AND a.attname IN ('org_id', 'dataset_id', 'expiration_id', 'run_id')),
+		coalesce((SELECT array_agg(DISTINCT f.confrelid::regclass::text) FROM pg_constraint f
+		          WHERE f.conrelid = c.oid AND f.contype = 'f'), '{}')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		  AND c.relname NOT LIKE 'river\_%'`)
+	require.NoError(t, err)
+	scoped, refs := map[string]bool{}, map[string][]string{}
+	var all []string
+	var name string
+	var direct bool
+	var fks []string
+	_, err = pgx.ForEachRow(rows, []any{&name, &direct, &fks}, func() error {
+		all = append(all, name)
+		scoped[name], refs[name] = direct, slices.Clone(fks)
+		return nil
+	})
+	require.NoError(t, err)
+	for changed := true; changed; { // reachable through a foreign key to an org's table
+		changed = false
+		for _, tbl := range all {
+			if !scoped[tbl] && slices.ContainsFunc(refs[tbl], func(r string) bool { return scoped[r] }) {
+				scoped[tbl], changed = true, true
+			}
+		}
+	}
+	moved, notMoved := postgres.OrgTableNames(), postgres.NotMovedTables()
+	var missing []string
+	for _, tbl := range all {
+		_, why := notMoved[tbl]
+		if scoped[tbl] && !slices.Contains(moved, tbl) && !why {
+			missing = append(missing, tbl)
+		}
+		require.False(t, slices.Contains(moved, tbl) && why, "%s is both moved and not", tbl)
+	}
+	require.Empty(t, missing, "tables of an org's data that a move would leave behind: add them to orgTables")
+	for _, tbl := range moved {
+		require.Contains(t, all, tbl, "the registry names a table the schema lacks")
+	}
+	for tbl := range notMoved {
+		require.Contains(t, all, tbl, "notMoved names a table the schema lacks")
+	}
+}
+
+// mapRouter is the route table of a test: which cell each org's requests go to.
+type mapRouter struct {
+	mu     sync.Mutex
+	routes map[string]string
+}
+
+func (r *mapRouter) Place(_ context.Context, org, cell string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes[org] = cell
+	return nil
+}
+
+func (r *mapRouter) cellOf(org string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.routes[org]
+}
+
+// moveBundle is two cells, each a database of the test cluster, and the org to move between them.
+type moveBundle struct {
+	src, dst     *sweepBundle
+	router       *mapRouter
+	live, held   string
+	expirationID string
+}
+
+// setupMove fills the source cell with an org: a profile-enabled dataset with rows in both stores, TTLs changed
+// twice, an expiration and a run's history; a held dataset with versions its hold kept; and an audit chain of it all.
+func setupMove(t *testing.T, rowsPerDataset int) *moveBundle {
+	t.Helper()
+	ctx := context.Background()
+	src := setupSweep(t)
+	db := testdb.NewDB(t)
+	dst := &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
+		policies: postgres.NewPolicyService(db), now: src.now, caller: src.caller}
+	dst.sweeper = postgres.MustSweeper(db, postgres.SweepConfig{BatchSize: 37})
+	db.Now = func() time.Time { return dst.now }
+	m := &moveBundle{src: src, dst: dst, router: &mapRouter{routes: map[string]string{src.caller.Org: "cell-a"}}}
+
+	src.now = time.Date(2024, 10, 31, 0, 0, 0, 0, time.UTC)
+	ds, err := src.datasets.CreateDataset(ctx, src.caller, catalog.DatasetCreate{Name: "events",
+		Tags:           map[string][]string{"unifiedProfile": {"enabled:true"}},
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.NoError(t, err)
+	m.live, m.held = ds.ID, src.newDataset(t, "held")
+	src.setTTL(t, m.live, "P3M")
+	src.setTTL(t, m.live, "P1M")
+	src.setTTL(t, m.held, "P1M")
+	src.ingestSeries(t, m.live, rowsPerDataset, 6*time.Hour)
+	src.ingestSeries(t, m.held, rowsPerDataset, 12*time.Hour)
+	src.placeHold(t, m.held)
+	src.resend(t, m.held, "r1", src.now.Add(-time.Hour), "second version")
+	exp, err := postgres.NewExpirationService(src.db, 10).CreateExpiration(ctx, src.caller, catalog.ExpirationCreate{
+		DatasetID: m.live, Expiry: src.now.AddDate(1, 0, 0), DisplayName: "end of pilot"})
+	require.NoError(t, err)
+	m.expirationID = exp.ID
+	m.fullRun(t, src)
+	var profile int64
+	require.NoError(t, src.db.Pool.QueryRow(ctx, `SELECT count(*) FROM profile_rows`).Scan(&profile))
+	require.Positive(t, profile, "the fixture has rows in both stores")
+	return m
+}
+
+// fullRun runs a manual run of the org's lake at the bundle's time to its end: ledger, parts and Expire events.
+func (m *moveBundle) fullRun(t *testing.T, b *sweepBundle) string {
+	t.Helper()
+	ctx := context.Background()
+	runs := postgres.NewRunRepository(b.db)
+	id, err := runs.CreateManualRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse}, retention.Period{})
+	require.NoError(t, err)
+	plan, err := runs.PrepareRun(ctx, id)
+	require.NoError(t, err)
+	sw := postgres.Sweep{RunID: id, Store: catalog.LakeHouse, At: b.now}
+	for _, ds := range plan.Pending {
+		_, err := b.sweeper.SweepDataset(ctx, sw, ds)
+		require.NoError(t, err)
+		_, err = runs.FinishDataset(ctx, id, ds, catalog.Outcome{})
+		require.NoError(t, err)
+	}
+	return id
+}
+
+// orgContent is every row of the org's datasets in both stores, as "store dataset _id current payload", sorted.
+func orgContent(t *testing.T, db *postgres.DB, org string) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT r.store || ' ' || r.dataset_id || ' ' || r.row_id || ' ' || (r.replaced_at IS NULL)::text || ' ' || r.payload::text
+		FROM (SELECT 'lake' AS store, dataset_id, row_id, replaced_at, payload FROM lake_rows
+		      UNION ALL SELECT 'profile', dataset_id, row_id, replaced_at, payload FROM profile_rows) AS r
+		WHERE r.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`, org)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	sort.Strings(out)
+	return out
+}
+
+// orgRowCounts counts the org's rows in each table of the registry.
+func orgRowCounts(t *testing.T, db *postgres.DB, org string) map[string]int64 {
+	t.Helper()
+	out, err := postgres.OrgRowCounts(context.Background(), db, org)
+	require.NoError(t, err)
+	return out
+}
+
+// routed is the cell the router sends the org's requests to.
+func (m *moveBundle) routed() *sweepBundle {
+	if m.router.cellOf(m.src.caller.Org) == "cell-b" {
+		return m.dst
+	}
+	return m.src
+}
+
+// writer ingests one row at a time into a dataset until stopped, and keeps the lines each write was acknowledged
+// or refused for.
+type writer struct {
+	mu       sync.Mutex
+	acked    []string
+	refused  int
+	failures []error
+}
+
+func (w *writer) write(b *sweepBundle, ds string, i int) {
+	ts := b.now.Add(-time.Duration(i) * time.Minute)
+	id := fmt.Sprintf("w%d", i)
+	line := fmt.Sprintf(`{"timestamp":%q,"_id":%q,"v":"written during the move"}`, ts.Format(time.RFC3339), id)
+	res, err := ingest(context.Background(), b.rows, b.caller, ds, rawEvents(line), catalog.IngestOptions{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil && res.Accepted == 1:
+		w.acked = append(w.acked, id)
+	case catalog.ErrorCode(err) == catalog.EUNAVAILABLE:
+		w.refused++
+	default:
+		w.failures = append(w.failures, fmt.Errorf("write %s: %w (%+v)", id, err, res))
+	}
+}
+
+// requireMoved holds the end of a move: the target holds what the source held plus the acknowledged writes, the
+// source nothing of the org, the route points at the target, the chain verifies there, and the next run on the
+// target deletes exactly the rows the rule expires.
+func (m *moveBundle) requireMoved(t *testing.T, before []string, counts map[string]int64, w *writer) {
+	t.Helper()
+	ctx := context.Background()
+	org := m.src.caller.Org
+	w.mu.Lock()
+	require.Empty(t, w.failures)
+	acked := slices.Clone(w.acked)
+	w.mu.Unlock()
+	var kept, written []string
+	for _, line := range orgContent(t, m.dst.db, org) {
+		var store, ds, id string
+		_, err := fmt.Sscan(line, &store, &ds, &id)
+		require.NoError(t, err)
+		if strings.HasPrefix(id, "w") {
+			written = append(written, store+" "+id)
+			continue
+		}
+		kept = append(kept, line)
+	}
+	require.Equal(t, before, kept, "the target holds every row the source held")
+	var want []string
+	for _, id := range acked {
+		want = append(want, "lake "+id, "profile "+id)
+	}
+	sort.Strings(want)
+	sort.Strings(written)
+	require.Equal(t, want, written, "the target holds every acknowledged write, once, and no refused one")
+	for table, n := range orgRowCounts(t, m.src.db, org) {
+		require.Zero(t, n, "the source keeps no row of %s", table)
+	}
+	after := orgRowCounts(t, m.dst.db, org)
+	for _, table := range []string{"datasets", "ttl_settings", "row_expirations", "dataset_holds", "dataset_expirations",
+		"dataset_expiration_history", "retention_runs", "retention_run_datasets", "retention_deletions", "ttl_policies"} {
+		require.Equal(t, counts[table], after[table], "%s moved whole", table)
+	}
+	require.Greater(t, after["audit_events"], counts["audit_events"], "the move's events joined the chain")
+	require.Equal(t, "cell-b", m.router.cellOf(org))
+	v, err := postgres.NewAuditService(m.dst.db).Verify(ctx, org)
+	require.NoError(t, err)
+	require.True(t, v.Valid, "%+v", v.FirstBroken)
+	require.Equal(t, after["audit_events"], v.Events)
+
+	_, err = m.src.datasets.CreateDataset(ctx, m.src.caller, catalog.DatasetCreate{Name: "late",
+		Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+	require.Error(t, err, "the source refuses writes of an org that moved")
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(err))
+	_, err = ingest(ctx, m.src.rows, m.src.caller, m.live, rawEvents(`{"timestamp":"2024-10-30T00:00:00Z"}`), catalog.IngestOptions{})
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(err), "a request for a dataset that moved is sent again, not told it is gone: %v", err)
+	ds, err := postgres.NewDatasetService(m.dst.db).FindDatasetByID(ctx, m.dst.caller, m.live)
+	require.NoError(t, err, "the dataset reads on the target")
+	require.Equal(t, "events", ds.Name)
+
+	m.dst.now = m.src.now.AddDate(0, 2, 0)
+	rows, history := m.dst.allRows(t), m.dst.history(t)
+	wantDeleted := map[string]int64{}
+	for _, r := range rows {
+		if r.dataset == m.live && retention.Expired(r.row, history[r.dataset], m.dst.now) {
+			wantDeleted[r.dataset]++
+		}
+	}
+	require.Positive(t, wantDeleted[m.live])
+	removed := m.dst.sweep(t, "00000000-0000-0000-0000-00000000e0e0", retention.Period{}, true)
+	require.Equal(t, wantDeleted[m.live], removed[m.live], "the next run on the target deletes exactly the expired rows")
+	require.Zero(t, removed[m.held], "the hold came along")
+	m.dst.requireCountersExact(t)
+}
+
+// TestMoveCopiesAnOrgWhileAClientWrites moves an org while a client writes: writes before the fence are in the
+// copy, writes while fenced are refused with EUNAVAILABLE (503 and Retry-After in the API) and reads go on.
+func TestMoveCopiesAnOrgWhileAClientWrites(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 400)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	before, counts := orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+	w := &writer{}
+	w.write(m.src, m.live, 0)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				w.write(m.routed(), m.live, i) // the client follows the org's route, as the proxy sends it
+			}
+		}
+	}()
+	var fencedWrite, fencedRead, fencedPolicy error
+	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
+		AfterStep: func(step string) error {
+			if step == "fenced" {
+				_, fencedWrite = ingest(ctx, m.src.rows, m.src.caller, m.live, rawEvents(`{"timestamp":"2024-10-30T00:00:00Z"}`), catalog.IngestOptions{})
+				fencedPolicy = m.src.policies.SetLimits(ctx, org, catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer},
+					catalog.Limits{Min: period(t, "P2D"), Default: period(t, "P6M")})
+				_, fencedRead = m.src.rows.FindRows(ctx, m.src.caller, m.live, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 10})
+			}
+			return nil
+		}}
+	rep, err := move.Run(ctx)
+	close(stop)
+	<-done
+	require.NoError(t, err)
+	require.Equal(t, []string{"fenced", "copied", "verified", "switched", "done", "completed"}, rep.Steps)
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedWrite), "a write while fenced is refused: %v", fencedWrite)
+	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedPolicy), "an operator's change of the org's limits too: %v", fencedPolicy)
+	require.NoError(t, fencedRead, "reads go on while fenced")
+	require.NotEmpty(t, w.acked)
+	require.Equal(t, 2, rep.Datasets)
+	m.requireMoved(t, before, counts, w)
+}
+
+// TestMoveKilledAtEachStepResumes cuts a move after each of three steps, as a kill of the tool would (every step
+// commits before the next begins), and runs it again: it ends moved, with nothing lost or twice.
+func TestMoveKilledAtEachStepResumes(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []string{"fenced", "copied", "switched"} {
+		t.Run(cases[cut], func(t *testing.T) {
+			t.Parallel()
+			m := setupMove(t, 60)
+			ctx := context.Background()
+			org := m.src.caller.Org
+			before, counts := orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+			killed := errors.New("killed")
+			move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
+				AfterStep: func(step string) error {
+					if step == cut {
+						return killed
+					}
+					return nil
+				}}
+			_, err := move.Run(ctx)
+			require.ErrorIs(t, err, killed)
+			w := &writer{}
+			w.write(m.src, m.live, 1)
+			require.Empty(t, w.acked, "the org's writes stay refused while the move is cut")
+			require.Equal(t, 1, w.refused)
+			move.AfterStep = nil
+			rep, err := move.Run(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "completed", rep.Steps[len(rep.Steps)-1])
+			m.requireMoved(t, before, counts, w)
+		})
+	}
+}
+
+var cases = map[string]string{"fenced": "AfterTheFence", "copied": "AfterTheCopy", "switched": "AfterTheSwitch"}
+
+// TestMoveRefusesATargetHoldingTheOrg: a move goes only into a cell holding nothing of the org.
+func TestMoveRefusesATargetHoldingTheOrg(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 10)
+	m.dst.newDataset(t, "already here")
+	move := &postgres.OrgMove{Org: m.src.caller.Org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router}
+	_, err := move.Run(context.Background())
+	require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(err), "%v", err)
+	w := &writer{}
+	w.write(m.src, m.live, 1)
+	require.Len(t, w.acked, 1, "a refused move leaves the org's writes alone")
+}
+
+// TestMoveWaitsForARunInFlight: a run that listed the org's datasets before the fence ends on the source before the
+// copy, and its history and Expire events move with the org; a run listed while the org drains leaves it out.
+func TestMoveWaitsForARunInFlight(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 100)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	runs := postgres.NewRunRepository(m.src.db)
+	m.src.now = m.src.now.Add(24 * time.Hour)
+	inFlight, err := runs.CreateManualRun(ctx, m.src.caller, catalog.RunRequest{Store: catalog.LakeHouse}, retention.Period{})
+	require.NoError(t, err)
+	plan, err := runs.PrepareRun(ctx, inFlight)
+	require.NoError(t, err)
+	require.NotEmpty(t, plan.Pending)
+	var expiresBefore int
+	require.NoError(t, m.src.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE org_id = $1 AND action = 'Expire'`, org).Scan(&expiresBefore))
+	var waited int
+	var later *catalog.Plan
+	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
+		RunPoll: time.Millisecond, RunWait: time.Minute, // the bound turns a run that never ends into a failure, not a hang
+		Logf: func(format string, args ...any) {
+			if !strings.Contains(fmt.Sprintf(format, args...), "waiting for runs") {
+				return
+			}
+			waited++
+			// A run listed now, while the org drains, leaves its datasets out.
+			id, _, err := runs.CreateScheduledRun(ctx, catalog.Profile, m.src.now, retention.Period{})
+			require.NoError(t, err)
+			later, err = runs.PrepareRun(ctx, id)
+			require.NoError(t, err)
+			sw := postgres.Sweep{RunID: inFlight, Store: catalog.LakeHouse, At: m.src.now}
+			for _, ds := range plan.Pending {
+				_, err := m.src.sweeper.SweepDataset(ctx, sw, ds)
+				require.NoError(t, err)
+				_, err = runs.FinishDataset(ctx, inFlight, ds, catalog.Outcome{})
+				require.NoError(t, err)
+			}
+			plan.Pending = nil
+		}}
+	_, err = move.Run(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, waited, "the move waited for the run once, and went on when it ended")
+	require.NotNil(t, later)
+	require.Empty(t, later.Pending, "a run listed while the org drains leaves its datasets out")
+	var status string
+	var parts, expires int
+	require.NoError(t, m.dst.db.Pool.QueryRow(ctx, `SELECT r.status, (SELECT count(*) FROM retention_run_datasets d WHERE d.run_id = r.id),
+		(SELECT count(*) FROM audit_events e WHERE e.org_id = $2 AND e.action = 'Expire')
+		FROM retention_runs r WHERE r.id = $1`, inFlight, org).Scan(&status, &parts, &expires))
+	require.Equal(t, "succeeded", status, "the run ended on the source and its record moved")
+	require.Equal(t, 2, parts)
+	require.Equal(t, expiresBefore+2, expires, "the run's Expire events moved with the chain")
+	v, err := postgres.NewAuditService(m.dst.db).Verify(ctx, org)
+	require.NoError(t, err)
+	require.True(t, v.Valid)
+}
+
+// TestMoveOfTwentyThousandRows is the move of an org with 20,000 rows (10,000 a dataset) while a client writes: the scale of
+// the issue's 100,000 rows that fits in the suite (the benchmark moves 1M).
+func TestMoveOfTwentyThousandRows(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 10_000)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	before, counts := orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+	w := &writer{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				w.write(m.routed(), m.live, i)
+			}
+		}
+	}()
+	rep, err := (&postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router}).Run(ctx)
+	close(stop)
+	<-done
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rep.Copied["lake_rows"], counts["lake_rows"])
+	m.requireMoved(t, before, counts, w)
+}
