@@ -104,8 +104,8 @@ type Dataset struct {
 	Metrics       *Metrics                // the lake store's size; nil when not computed
 	// Backlog is each store's rows expired but still stored, as GET /dataSets/{id} shows them; nil when not
 	// computed (listings).
-	Backlog map[Store]Backlog
-	ActiveHolds   int                     // legal holds placed and not yet released; while any is, no row is removed
+	Backlog     map[Store]Backlog
+	ActiveHolds int // legal holds placed and not yet released; while any is, no row is removed
 	// PendingExpiry is the expiry of the dataset's pending expiration (a scheduled deletion), nil when it has none;
 	// the Catalog shows it as the tag adobe/hygiene/ttl, as Adobe's does.
 	PendingExpiry *time.Time
