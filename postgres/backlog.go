@@ -210,3 +210,11 @@ func (c *backlogCollector) reading(now time.Time) ([]StoreBacklog, error) {
 	c.last, c.readAt = backlog, now
 	return backlog, nil
 }
+
+// DatasetReadStatements returns the statement of GET /dataSets/{id} (FindDatasetByID) and the same statement with
+// its expired backlog left out (the same columns, empty), both taking org, sandbox, dataset id and the evaluation
+// time: the benchmark (internal/bench) runs them side by side to measure what the backlog adds to the read.
+func DatasetReadStatements() (withBacklog, without string) {
+	none := `CROSS JOIN (SELECT NULL::text[] AS stores, NULL::bigint[] AS rows, NULL::timestamptz[] AS since) bl`
+	return datasetByIDQuery, strings.Replace(datasetByIDQuery, datasetBacklog, none, 1)
+}

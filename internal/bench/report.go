@@ -24,12 +24,13 @@ const (
 	ScenarioAuditQuery   = "audit query"
 	ScenarioAuditChain   = "audit chain"
 	ScenarioMemory       = "memory"
+	ScenarioBacklog      = "expired backlog"
 )
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
 	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange, ScenarioIngestion,
-	ScenarioAPIReads, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
+	ScenarioAPIReads, ScenarioBacklog, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain, ScenarioMemory,
 }
 
 // Verdict says whether a row's goal holds.
