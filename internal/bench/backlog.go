@@ -84,7 +84,7 @@ func (h *harness) expiredBacklog(ctx context.Context) error {
 	added := median(withDur) - median(withoutDur)
 	share := float64(max(added, 0)) / float64(median(request))
 	h.report.add(Row{Scenario: ScenarioBacklog, Metric: "GET /dataSets/{id}: the backlog's part of the request",
-		Ours: fmt.Sprintf("+%s (statement %s with, %s without)", fmtDur(max(added, 0)), fmtDur(median(withDur)), fmtDur(median(withoutDur))),
+		Ours:     fmt.Sprintf("+%s (statement %s with, %s without)", fmtDur(max(added, 0)), fmtDur(median(withDur)), fmtDur(median(withoutDur))),
 		Baseline: "request p50 " + fmtDur(median(request)), Ratio: fmtPct(share), Goal: "< 5% of the request", Holds: verdict(share < 0.05),
 		Note: fmt.Sprintf("medians of %d interleaved rounds, one dataset each, on the run-under-load database", len(request))})
 	runShare := float64(median(service)) / float64(backlogScrapeEvery)
