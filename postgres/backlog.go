@@ -215,6 +215,8 @@ func (c *backlogCollector) reading(now time.Time) ([]StoreBacklog, error) {
 // its expired backlog left out (the same columns, empty), both taking org, sandbox, dataset id and the evaluation
 // time: the benchmark (internal/bench) runs them side by side to measure what the backlog adds to the read.
 func DatasetReadStatements() (withBacklog, without string) {
-	none := `CROSS JOIN (SELECT NULL::text[] AS stores, NULL::bigint[] AS rows, NULL::timestamptz[] AS since) bl`
+	// $4 is still read, so that both take the same arguments.
+	none := `CROSS JOIN (SELECT NULL::text[] AS stores, NULL::bigint[] AS rows,
+  (CASE WHEN $4::timestamptz IS NULL THEN NULL END)::timestamptz[] AS since) bl`
 	return datasetByIDQuery, strings.Replace(datasetByIDQuery, datasetBacklog, none, 1)
 }
