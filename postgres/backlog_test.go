@@ -17,11 +17,11 @@ import (
 // of the partition it is placed in.
 type backlogRow struct {
 	storedRow
-	partition, pastPartition string
-	setting                  int64
-	counted                  bool      // its group is counted: a TTL, the range ended, the setting in force to its end
-	expiredBy                time.Time // the end of its partition's range; in the past partition, its group's (backlogRows)
-	placed                   time.Time
+	partition string
+	setting   int64
+	counted   bool      // its group is counted: a TTL, the range ended, the setting in force to its end
+	expiredBy time.Time // the end of its partition's range; in the past partition, its group's (backlogRows)
+	placed    time.Time
 }
 
 // backlogRows reads every lake row with the definition of the backlog evaluated on the row itself, not on the
