@@ -363,6 +363,7 @@ func TestServiceBacklogReportsHeldRowsApart(t *testing.T) {
 	got = b.requireServiceBacklog(t, grace, heldSet, nil)
 	require.Zero(t, got[postgres.BacklogDeletable].Rows, "a run leaves nothing deletable")
 	require.Equal(t, int64(100), got[postgres.BacklogHeld].Rows, "the held rows, carried by the drop, are all counted")
+	require.Equal(t, int64(100), b.requireBacklog(t, held).figure, "and shown on the held dataset")
 
 	b.ingestSeriesAs(t, other, "late", 40, 24*time.Hour) // some expired on arrival, within the grace
 	got = b.requireServiceBacklog(t, grace, heldSet, nil)
@@ -374,4 +375,5 @@ func TestServiceBacklogReportsHeldRowsApart(t *testing.T) {
 	got = b.requireServiceBacklog(t, grace, nil, map[string]time.Time{gone: b.now})
 	require.Equal(t, int64(100), got[postgres.BacklogDeletable].Rows-int64(b.rowsOf(t, gone)), "released, the held rows are deletable")
 	require.Zero(t, got[postgres.BacklogHeld].Rows)
+	require.Equal(t, int64(100), b.requireBacklog(t, held).figure, "a release changes what may go, not what has expired")
 }
