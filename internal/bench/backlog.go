@@ -35,16 +35,17 @@ func (h *harness) expiredBacklog(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, err := h.pg.connect(ctx, dbLoad)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	// The service's own session settings (postgres.Open: jit off), on one connection for both statements.
 	db, err := postgres.Open(ctx, h.pg.url(dbLoad), nil)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
 	with, without := postgres.DatasetReadStatements()
 	var withDur, withoutDur, request, service []time.Duration
 	var expired int64
