@@ -54,11 +54,16 @@ BROWSER_TOOLS := $(if $(filter ./... ./console/ ./console ./console/...,$(PKG)),
 # deploy/cells/haproxy.cfg configures it; tests find it through $HAPROXY. A run without those packages does not need it.
 HAPROXY ?= /usr/sbin/haproxy
 PROXY_TOOLS := $(if $(filter ./... ./internal/cells/ ./internal/cells ./internal/bench/ ./internal/bench ./cmd/%,$(PKG)),tools-haproxy)
+# promtool (Debian's prometheus package ships it) checks the README's alerting rule against the series of /metrics
+# (cmd/retentiond, TestReadmeAlertRulePassesPromtool); tests find it through $PROMTOOL. Only a run that includes that
+# package needs it.
+PROMTOOL ?= /usr/bin/promtool
+PROM_TOOLS := $(if $(filter ./... ./cmd/... ./cmd/retentiond/ ./cmd/retentiond ./cmd/retentiond/...,$(PKG)),tools-promtool)
 
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/bin/golangci-lint
 
-.PHONY: help run run-cells stop build image test proptest tools-newman tools-axe tools-chromium tools-haproxy tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
+.PHONY: help run run-cells stop build image test proptest tools-newman tools-axe tools-chromium tools-haproxy tools-promtool tools-golangci-lint lint fmt vet tidy fuzz bench bench-smoke clean
 
 help: ## show this list of targets
 	@echo 'usage: make TARGET [PKG=./...] [TESTFLAGS=...]'
@@ -94,12 +99,12 @@ image: ## build the Docker image retention-local:dev, stamped with the version a
 # Without TEST_DATABASE_URL the tests get a throwaway PostgreSQL cluster from
 # pgrun, started before and removed after `go test`; with it they use that
 # database as is.
-test: tools-newman $(BROWSER_TOOLS) $(PROXY_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
+test: tools-newman $(BROWSER_TOOLS) $(PROXY_TOOLS) $(PROM_TOOLS) ## run the tests with the race detector (throwaway PostgreSQL unless TEST_DATABASE_URL is set)
 	@echo "make test: compiling with -race, then one line per package as it finishes (all of them: about 6 minutes on 2 cores; a first run compiles for a few minutes more)"
 ifeq ($(strip $(TEST_DATABASE_URL)),)
-	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) PROMTOOL=$(PROMTOOL) $(GO) run ./internal/tools/pgrun -- $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
 else
-	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
+	NEWMAN=$(NEWMAN) AXE_CORE=$(AXE_CORE) CHROMIUM=$(CHROMIUM) HAPROXY=$(HAPROXY) PROMTOOL=$(PROMTOOL) $(GOTEST) -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKG)
 endif
 
 # The expiry rule's property test (postgres/expiry_test.go) on 1,000 generated scenarios, where make test plays 50;
@@ -147,6 +152,19 @@ tools-haproxy: ## install Debian's haproxy for the cells' proxy, its tests and m
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; \
 		else \
 			echo "the cells' proxy needs HAProxy: run  sudo apt-get install -y haproxy  (or set HAPROXY=/path/to/haproxy)" >&2; \
+			exit 1; \
+		fi; \
+	fi
+
+# Debian's prometheus package, as root, without its recommends (only its promtool is used; nothing starts the
+# server); anyone else is told the command.
+tools-promtool: ## install Debian's prometheus package for its promtool, which checks the README's alerting rule (as root)
+	@if [ ! -x "$(PROMTOOL)" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing prometheus for its promtool (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+		else \
+			echo "the README's alerting rule is checked with promtool: run  sudo apt-get install -y --no-install-recommends prometheus  (or set PROMTOOL=/path/to/promtool)" >&2; \
 			exit 1; \
 		fi; \
 	fi

@@ -105,7 +105,10 @@ type Dataset struct {
 	RowExpiration map[Store]RowExpiration // empty for record datasets
 	RowOverrides  RowOverrides            // whether its events may carry their own expiry
 	Metrics       *Metrics                // the lake store's size; nil when not computed
-	ActiveHolds   int                     // legal holds placed and not yet released; while any is, no row is removed
+	// Backlog is each store's rows expired but still stored, as GET /dataSets/{id} shows them; nil when not
+	// computed (listings).
+	Backlog     map[Store]Backlog
+	ActiveHolds int // legal holds placed and not yet released; while any is, no row is removed
 	// PendingExpiry is the expiry of the dataset's pending expiration (a scheduled deletion), nil when it has none;
 	// the Catalog shows it as the tag adobe/hygiene/ttl, as Adobe's does.
 	PendingExpiry *time.Time
@@ -211,6 +214,19 @@ type Metrics struct {
 	RowCount    int64
 	StorageSize int64 // bytes, estimated from the size of the partitions the rows share with other datasets
 	AsOf        time.Time
+}
+
+// Backlog is a store's rows that have expired and are still stored, counted from the counters kept as rows arrive
+// and leave, never by reading rows. The counters know rows by the calendar month of their placed expiry, so a
+// month's rows are counted from the end of that month, all together: every row counted has expired, and rows
+// expired in the current month (or by a TTL shortened since they were stored, before their month ended) are counted
+// only once their month has ended, unless a run has removed them by then. Rows within the ingestion grace and rows
+// of a held dataset are counted: they have expired, and are stored.
+type Backlog struct {
+	ExpiredRows int64
+	// OldestExpiredAt is a time by which the oldest counted rows had all expired: the end of their month, at most a
+	// month after the oldest of them expired; nil when none is counted.
+	OldestExpiredAt *time.Time
 }
 
 // DatasetCreate is a validated request to create a dataset.

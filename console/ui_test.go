@@ -55,6 +55,8 @@ func TestConsole(t *testing.T) {
 	t.Run("Inventory", func(t *testing.T) { testInventory(t, b) })
 	// Alone as well, so that its figures are the inventory's and not the other parts' load.
 	t.Run("TenThousandDatasets", func(t *testing.T) { testTenThousandDatasets(t, b) })
+	// Alone too: a run of another part would change the backlog between the page's read and the test's.
+	t.Run("Backlog", func(t *testing.T) { testBacklog(t, b) })
 	for name, part := range map[string]func(*testing.T, *bundle){
 		"ServedByTheAPI": testServedByTheAPI, "RetentionDialog": testRetentionDialog,
 		"RetentionDialogChangedMeanwhile":           testRetentionDialogChangedMeanwhile,

@@ -269,9 +269,11 @@ func rowExpiration(t testing.TB, doc map[string]any, store string) map[string]an
 // rejected change must leave equal is everything else.
 func settled(doc map[string]any) map[string]any {
 	if ext, ok := doc["extensions"].(map[string]any); ok {
-		if lake, ok := ext["adobe_lakeHouse"].(map[string]any); ok {
-			if m, ok := lake["metrics"].(map[string]any); ok {
-				delete(m, "asOf")
+		for _, store := range []string{"adobe_lakeHouse", "adobe_unifiedProfile"} {
+			if s, ok := ext[store].(map[string]any); ok {
+				if m, ok := s["metrics"].(map[string]any); ok {
+					delete(m, "asOf")
+				}
 			}
 		}
 	}

@@ -99,9 +99,29 @@ func (s *Server) datasetExtensions(ds *catalog.Dataset) map[string]any {
 			storeDoc["metrics"] = map[string]any{"storageSize": ds.Metrics.StorageSize, "rowCount": ds.Metrics.RowCount,
 				"asOf": catalog.EpochMillis(ds.Metrics.AsOf)}
 		}
+		addBacklog(storeDoc, ds, store)
 		ext[string(store)] = storeDoc
 	}
 	return ext
+}
+
+// addBacklog adds the store's expired backlog to its metrics object when it was read (GET /dataSets/{id}):
+// expiredRowCount and oldestExpiredAt (epoch milliseconds, null when no row is counted), with asOf.
+func addBacklog(storeDoc map[string]any, ds *catalog.Dataset, store catalog.Store) {
+	b, ok := ds.Backlog[store]
+	if !ok || ds.Metrics == nil {
+		return
+	}
+	metrics, _ := storeDoc["metrics"].(map[string]any)
+	if metrics == nil {
+		metrics = map[string]any{"asOf": catalog.EpochMillis(ds.Metrics.AsOf)}
+	}
+	metrics["expiredRowCount"] = b.ExpiredRows
+	metrics["oldestExpiredAt"] = nil
+	if b.OldestExpiredAt != nil {
+		metrics["oldestExpiredAt"] = catalog.EpochMillis(*b.OldestExpiredAt)
+	}
+	storeDoc["metrics"] = metrics
 }
 
 // limitsExtensions is the extensions object of GET /ttl/{id}: each store's limits, and beside the lake's the

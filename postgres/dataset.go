@@ -273,19 +273,20 @@ func (s *DatasetService) addShares(ctx context.Context, q querier, byID map[stri
 
 // datasetByIDQuery reads one dataset of the caller's scope with all that GET /dataSets/{id} shows of it, in one
 // statement: its row expirations, its count of active holds (attachHolds' count), its pending expiration's expiry
-// (attachPendingExpiries') and its lake shares (metricsQuery's). One statement is one round trip where a read-only
+// (attachPendingExpiries'), its lake shares (metricsQuery's) and its expired backlog at $4 (datasetBacklog). One statement is one round trip where a read-only
 // transaction of five statements took seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where
 // READ COMMITTED gave each statement its own. Each subquery probes its table's index on the dataset.
-const datasetByIDQuery = `
+var datasetByIDQuery = `
 SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed, re.manifests,
   (SELECT count(*)::int FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL),
   (SELECT max(e.expiry) FROM dataset_expirations e WHERE e.dataset_id = d.id AND e.status = 'pending'),
-  m.partitions, m.row_counts
+  m.partitions, m.row_counts, bl.stores, bl.rows, bl.since
 FROM datasets d
 CROSS JOIN LATERAL (` + rowExpirationArrays + `) re
 CROSS JOIN LATERAL (SELECT array_agg(s.partition_name) AS partitions, array_agg(s.rows) AS row_counts
   FROM (SELECT st.partition_name, sum(st.row_count)::bigint AS rows ` + lakeShares + `
     AND st.dataset_id = d.id GROUP BY 1) s) m
+` + datasetBacklog + `
 WHERE ` + scopeCondition + ` AND d.id = $3`
 
 // FindDatasetByID implements catalog.DatasetService, in one statement (datasetByIDQuery).
@@ -297,8 +298,11 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 	var pending *time.Time
 	var partitions []string
 	var counts []int64
-	ds, err := scanDataset(s.db.Pool.QueryRow(ctx, datasetByIDQuery, c.Org, c.Sandbox, id),
-		append(re.targets(), &holds, &pending, &partitions, &counts)...)
+	var backlogStores []string
+	var backlogRows []int64
+	var backlogSince []time.Time
+	ds, err := scanDataset(s.db.Pool.QueryRow(ctx, datasetByIDQuery, c.Org, c.Sandbox, id, now),
+		append(re.targets(), &holds, &pending, &partitions, &counts, &backlogStores, &backlogRows, &backlogSince)...)
 	if err != nil {
 		return nil, translate(err, notFoundMessage(id))
 	}
@@ -311,6 +315,7 @@ func (s *DatasetService) FindDatasetByID(ctx context.Context, c *catalog.Caller,
 		ds.PendingExpiry = &t
 	}
 	ds.Metrics = &catalog.Metrics{AsOf: now}
+	ds.Backlog = backlogOf(backlogStores, backlogRows, backlogSince)
 	shares := make([]share, len(partitions))
 	for i, p := range partitions {
 		shares[i] = share{dataset: ds.ID, partition: p, rows: counts[i]}

@@ -61,6 +61,8 @@ func TestFindDatasetByIDAnswersAsTheListing(t *testing.T) {
 	for name, id := range ids {
 		got, err := b.datasets.FindDatasetByID(context.Background(), b.caller, id)
 		require.NoError(t, err, name)
+		require.NotNil(t, got.Backlog, "%s: the read by id has the expired backlog (backlog_test.go), a listing not", name)
+		got.Backlog = nil
 		require.Equal(t, b.listed(t, name), got, name)
 	}
 

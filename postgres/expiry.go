@@ -227,9 +227,24 @@ func joinCurrentSetting(store catalog.Store) string {
 // still in force at that end (a later, longer TTL may keep some rows) and all ingested at least the grace ago.
 // retention.Deletable holds for each such row: its expiry under h came before h ended, after it arrived.
 const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
-    OR (h.ttl IS NOT NULL AND p.upper_bound <= @at
-        AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound)
-        AND st.max_ingested_at + @grace::interval <= @at)`
+    OR (` + groupExpiredCondition + ` AND st.max_ingested_at + @grace::interval <= @at)`
+
+// groupExpiredCondition is true for a counter group st (as in groupDeletable) every row of which has expired by @at,
+// from the counters alone: its rows were placed under a TTL with placed expiries before the partition's end, which
+// has come, under a setting still in force at that end. retention.Expired holds for each such row: its expiry under
+// h came before h ended, after it arrived. It is groupDeletable without the grace, and what the expired backlog
+// counts (backlog.go): a group of the current month, or of a setting replaced before its month ended, is not counted
+// until a run removes it, since the counters cannot tell which of its rows have expired.
+const groupExpiredCondition = `(h.ttl IS NOT NULL AND p.upper_bound <= @at
+        AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound))`
+
+// groupExpiredBy is, for a group for which groupExpiredCondition holds, a time by which every row of it had
+// expired, from the counters: the end of its partition's range, before which every placed expiry in it lies. In the
+// past partition (rows placed at -infinity, each expired at least a day before it arrived) it is the group's latest
+// ingestion, or, when later, its earliest event time plus its TTL (an import's ingestion time can be older than
+// its arrival); never later than @at. Both counters only move that time later as rows leave, never earlier.
+const groupExpiredBy = `(CASE WHEN p.lower_bound = '-infinity'
+    THEN LEAST(GREATEST(st.max_ingested_at, st.min_ts + h.ttl), @at) ELSE p.upper_bound END)`
 
 // laterGroupMayExpire is true for a counter group (as in groupDeletable) placed after an evaluation time that may
 // still hold rows expired by then: a deleted dataset's, or those of a setting that has ended (a shorter TTL since,

@@ -156,6 +156,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	for name, p := range map[string]*postgres.DB{"requests": db, "jobs": jobsDB, "health": pools.health} {
 		registry.MustRegister(p.PoolCollector(prometheus.Labels{"db_name": p.Pool.Config().ConnConfig.Database, "pool": name}))
 	}
+	// The expired backlog, read from the counters at scrape time on the requests' pool, at most once in 10 s.
+	registry.MustRegister(db.BacklogCollector(cfg.IngestionGrace, logger))
 	work, queue, schedules, err := newJobs(cfg, pools, registry, logger)
 	if err != nil {
 		return err

@@ -209,7 +209,9 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	status, _, body = s.do(t, http.MethodGet, "/metrics", "", "req-metrics-1")
 	require.Equal(t, http.StatusOK, status)
 	for _, metric := range []string{`retention_http_requests_total{method="POST",route="/dataSets",status="201"} 1`,
-		"retention_http_request_duration_seconds_bucket", "pgxpool_acquired_conns", "retention_datasets_overdue"} {
+		"retention_http_request_duration_seconds_bucket", "pgxpool_acquired_conns", "retention_datasets_overdue",
+		`retention_expired_rows{state="held",store="adobe_unifiedProfile"} 0`,
+		`retention_oldest_expired_age_seconds{state="deletable",store="adobe_lakeHouse"} 0`} {
 		require.Contains(t, string(body), metric)
 	}
 	// Every series passes the checks of `promtool check metrics` (promlint is its library).

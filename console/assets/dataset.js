@@ -58,11 +58,25 @@ export async function datasetView(main, id) {
       fact('Profile retention', re('adobe_unifiedProfile') ? period(re('adobe_unifiedProfile').ttlValue) : 'n/a'),
       fact('Rows', count(metrics.rowCount)), fact('Storage', bytes(metrics.storageSize)),
       fact('Last retention job', time(re('adobe_lakeHouse') && re('adobe_lakeHouse').lastCompleted)),
-      fact('Next retention job', nextJob(ds))),
+      fact('Next retention job', nextJob(ds)),
+      ...backlogFact(ext, 'adobe_lakeHouse', 'Expired, not yet deleted (data lake)', 'backlog-lake'),
+      ...backlogFact(ext, 'adobe_unifiedProfile', 'Expired, not yet deleted (profile)', 'backlog-profile')),
     expires ? h('p', {}, h('button', { type: 'button', id: 'open-retention', onclick: (e) => openRetentionDialog(id, ds.name, e.currentTarget) }, 'Set data retention')) : null,
     expirationSection(id, ds, expiry),
     holdsSection(id, holdsResp),
     expires ? explainSection(id) : null].filter(Boolean));
+}
+
+// backlogFact shows a store's expired backlog as GET /dataSets/{id} has it (metrics.expiredRowCount and
+// oldestExpiredAt): rows expired but still stored, counted from the counters by month of expiry, so a lower bound
+// (README, "How far behind deletion is"); nothing for a store the dataset has no metrics of.
+function backlogFact(ext, store, label, id) {
+  const m = (ext[store] || {}).metrics;
+  if (!m || m.expiredRowCount == null) return [];
+  const value = m.expiredRowCount === 0 ? ['None counted']
+    : [count(m.expiredRowCount), ' rows, expired by ', time(m.oldestExpiredAt)];
+  return [h('dt', {}, label), h('dd', { id, 'data-rows': String(m.expiredRowCount),
+    title: 'Rows counted from the end of the month they expired in, or from their arrival if they arrived expired: rows that expired this month are not counted yet.' }, ...value)];
 }
 
 // isoDay is a day as <input type=date> and the API's expiry take it (midnight UTC): YYYY-MM-DD.

@@ -195,6 +195,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	h.scenario([]string{ScenarioTTLChange}, func() error { return h.ttlChange(ctx) })
 	h.scenario([]string{ScenarioAPIReads}, func() error { return errors.Join(h.apiReads(ctx), h.datasetListing(ctx)) })
 	h.scenario([]string{ScenarioCellRouting}, func() error { return h.cellRouting(ctx) })
+	h.scenario([]string{ScenarioBacklog}, func() error { return h.expiredBacklog(ctx) })
 	h.scenario([]string{ScenarioIngestion}, func() error { return h.ingestion(ctx) })
 	h.scenario([]string{ScenarioPreview}, func() error { return h.preview(ctx) })
 	h.scenario([]string{ScenarioAuditQuery}, func() error { return h.auditQuery(ctx) })

@@ -26,13 +26,14 @@ const (
 	ScenarioAuditChain   = "audit chain"
 	ScenarioMemory       = "memory"
 	ScenarioCellRouting  = "cell routing"
+	ScenarioBacklog      = "expired backlog"
 )
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
 	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange,
-	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioPreview, ScenarioAuditQuery, ScenarioAuditChain,
-	ScenarioMemory,
+	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioBacklog, ScenarioPreview, ScenarioAuditQuery,
+	ScenarioAuditChain, ScenarioMemory,
 }
 
 // Verdict says whether a row's goal holds.
