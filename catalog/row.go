@@ -47,6 +47,8 @@ type RowInput struct {
 	Never       bool
 	Payload     []byte
 	PayloadSize int
+	// Identities are the row's identity keys (IdentityKey), from its identityMap: what a work order finds it by.
+	Identities []string
 }
 
 // RowContext is what validating a dataset's rows needs to know about it.
@@ -105,6 +107,11 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	}
 	if err := refuseServiceFields(obj); err != nil {
 		return in, err
+	}
+	if raw, ok := obj["identityMap"]; ok {
+		if in.Identities, err = ParseIdentityMap(raw); err != nil {
+			return in, err
+		}
 	}
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
 		delete(obj, k)

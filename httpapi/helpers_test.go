@@ -28,7 +28,7 @@ import (
 const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
 
 var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun,
-	catalog.ScopeRetentionHold}
+	catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}
 
 // testBundle is a running API on its own database, with an org of its own.
 type testBundle struct {
@@ -48,6 +48,9 @@ var testNextRun = time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)
 
 // testExpirationQuota is the org's quota of pending dataset expirations in the tests: small, so reaching it is cheap.
 const testExpirationQuota = 5
+
+// testWorkOrderLimits are the work-order bounds of the tests: small, so reaching them is cheap.
+var testWorkOrderLimits = postgres.WorkOrderLimits{DailyQuota: 20, MonthlyQuota: 30, InFlight: 3}
 
 // testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.
 const testChunkRows = 50
@@ -71,9 +74,10 @@ func setup(t testing.TB) *testBundle {
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Holds: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
-		NextRun:   func(catalog.Store) *time.Time { t := testNextRun; return &t },
-		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
-		Ready:     db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		WorkOrders: postgres.NewWorkOrderService(db, testWorkOrderLimits),
+		NextRun:    func(catalog.Store) *time.Time { t := testNextRun; return &t },
+		Schedules:  map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
+		Ready:      db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.
 		LongRequestsPerOrg: 1000,
 		ChunkCommitted: func(n int) {

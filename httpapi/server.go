@@ -38,6 +38,9 @@ type Config struct {
 	// Expirations serves Adobe's Data Hygiene dataset expirations (/data/core/hygiene/ttl, /quota); nil leaves
 	// those routes out.
 	Expirations catalog.ExpirationService
+	// WorkOrders serves Adobe's record-delete work orders (/data/core/hygiene/workorder and /workorder) and the
+	// identity quotas of /quota; nil leaves them out.
+	WorkOrders catalog.WorkOrderService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun func(store catalog.Store) *time.Time
 	// Schedules are the cron expressions of the stores' scheduled runs (UTC), which GET /retention/schedule shows
@@ -73,12 +76,14 @@ type Server struct {
 	audit    audit.Service
 	// expirations serves the Data Hygiene routes (hygiene.go).
 	expirations catalog.ExpirationService
-	nextRun     func(store catalog.Store) *time.Time
-	schedules   map[catalog.Store]string
-	auth        *Authenticator
-	logger      *slog.Logger
-	ready       func(ctx context.Context) error
-	metrics     *httpMetrics
+	// workOrders serves the record-delete work orders (workorder.go).
+	workOrders catalog.WorkOrderService
+	nextRun    func(store catalog.Store) *time.Time
+	schedules  map[catalog.Store]string
+	auth       *Authenticator
+	logger     *slog.Logger
+	ready      func(ctx context.Context) error
+	metrics    *httpMetrics
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
@@ -91,7 +96,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, workOrders: cfg.WorkOrders, nextRun: cfg.NextRun, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
@@ -118,6 +123,10 @@ func New(cfg Config) *Server {
 	s.registerAudit(e)
 	if s.expirations != nil {
 		s.hygieneRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
+	}
+	if s.workOrders != nil {
+		s.workOrderRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
+		s.workOrderRoutes(e.Group("", s.authenticate, s.checkParams))
 	}
 	s.registerConsole(e)
 	return s

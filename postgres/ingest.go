@@ -128,7 +128,7 @@ func lastPerID(chunk []catalog.RowInput) []catalog.RowInput {
 // missing and both store it.
 const datasetLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('rows:' || $1, 0))`
 
-var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload"}
+var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload", "identities"}
 
 // datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
 // conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
@@ -198,7 +198,7 @@ func (rs *rowStore) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, c
 			}
 			ts := in.Timestamp
 			span.add(ingested, ts)
-			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
+			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload, identitiesValue(in.Identities)}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, rowColumns, src); err != nil {
 			return err
@@ -456,4 +456,13 @@ func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error
 // forever or the row never expires.
 func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
+}
+
+// identitiesValue is a row's identities column: NULL for a row without any, so that the GIN index holds only rows
+// an order may find.
+func identitiesValue(keys []string) any {
+	if len(keys) == 0 {
+		return nil
+	}
+	return keys
 }

@@ -192,7 +192,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: postgres.NewPreviewService(db, cfg.IngestionGrace), Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota),
-		Auth:        auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
+		WorkOrders: postgres.NewWorkOrderService(db, postgres.WorkOrderLimits{DailyQuota: cfg.WorkOrderDailyQuota,
+			MonthlyQuota: cfg.WorkOrderMonthlyQuota, InFlight: cfg.WorkOrdersInFlight}),
+		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun:        func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		Schedules:      schedules.Specs(),
 		TranslateError: postgres.TranslateError,
