@@ -2,6 +2,9 @@ package catalog
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -479,4 +482,14 @@ func ErrTooManyWorkOrders(open, most int) error {
 func ErrIdentityQuota(q Quota, adding int) error {
 	return &Error{Code: EINVALID, Type: "quota-exceeded", Field: "namespacesIdentities",
 		Message: fmt.Sprintf("the order's %d identities would pass %s: %d of %d consumed", adding, q.Name, q.Consumed, q.Quota)}
+}
+
+// IdentityHash is how audit events name an identity without holding it in clear: HMAC-SHA256 of its IdentityKey
+// under the service's key (RETENTION_IDENTITY_HASH_KEY), in lowercase hex. A reviewer who holds the key checks that
+// an order erased alice@example.com by computing `retentionctl workorders hash email alice@example.com` and finding
+// it in the identityHashes of the order's Delete events; without the key, the hashes tell nothing.
+func IdentityHash(key []byte, identityKey string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(identityKey))
+	return hex.EncodeToString(m.Sum(nil))
 }

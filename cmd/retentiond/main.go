@@ -294,7 +294,7 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 		return none, nil, nil, err
 	}
 	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
-		RescueAfter: cfg.RescueAfter, ExpirationInterval: cfg.ExpirationInterval, Requests: pools.requests.Pool, Logger: logger})
+		RescueAfter: cfg.RescueAfter, ExpirationInterval: cfg.ExpirationInterval, WorkOrderInterval: cfg.WorkOrderInterval, Requests: pools.requests.Pool, Logger: logger})
 	if err != nil {
 		return none, nil, nil, err
 	}
@@ -305,6 +305,7 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 			jobs.Config{Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Logger: logger}),
 		Expirations: jobs.NewExpirations(postgres.NewExpirationRunner(pools.jobs), logger),
 		AuditPurge:  auditRetention.Purge,
+		WorkOrders:  jobs.NewWorkOrders(postgres.NewWorkOrderRunner(pools.jobs, cfg.IdentityHashKey), logger),
 	}
 	return work, queue, schedules, nil
 }

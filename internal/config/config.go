@@ -66,10 +66,12 @@ type Config struct {
 	// (RETENTION_WORKORDER_DAILY_QUOTA, default 1,000,000; RETENTION_WORKORDER_MONTHLY_QUOTA, default 2,000,000, as
 	// Adobe's), its open orders (RETENTION_WORKORDERS_IN_FLIGHT, default 10), and the key of the keyed hashes
 	// (HMAC-SHA256) that name identities in audit events (RETENTION_IDENTITY_HASH_KEY; not shown by /debug or logs).
-	WorkOrderDailyQuota   int    `json:"retention_workorder_daily_quota"`
-	WorkOrderMonthlyQuota int    `json:"retention_workorder_monthly_quota"`
-	WorkOrdersInFlight    int    `json:"retention_workorders_in_flight"`
-	IdentityHashKey       string `json:"-"`
+	WorkOrderDailyQuota   int `json:"retention_workorder_daily_quota"`
+	WorkOrderMonthlyQuota int `json:"retention_workorder_monthly_quota"`
+	WorkOrdersInFlight    int `json:"retention_workorders_in_flight"`
+	// WorkOrderInterval is how often open work orders are looked for (RETENTION_WORKORDER_INTERVAL, default 10s).
+	WorkOrderInterval time.Duration `json:"retention_workorder_interval"`
+	IdentityHashKey   string        `json:"-"`
 
 	// Bulkheads. Each replica opens three pools on the database, so that requests can never take the connections
 	// jobs and health checks need (see README, Limits); the defaults sum to 28, so three replicas stay well within
@@ -177,6 +179,8 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	cfg.WorkOrderMonthlyQuota, err = parseInt("RETENTION_WORKORDER_MONTHLY_QUOTA", getenv("RETENTION_WORKORDER_MONTHLY_QUOTA"), catalog.DefaultMonthlyIdentityQuota, 1, catalog.MaxIdentityQuota)
 	add(err)
 	cfg.WorkOrdersInFlight, err = parseInt("RETENTION_WORKORDERS_IN_FLIGHT", getenv("RETENTION_WORKORDERS_IN_FLIGHT"), catalog.DefaultWorkOrdersInFlight, 1, 10_000)
+	add(err)
+	cfg.WorkOrderInterval, err = parseDuration("RETENTION_WORKORDER_INTERVAL", getenv("RETENTION_WORKORDER_INTERVAL"), 10*time.Second)
 	add(err)
 	if cfg.IdentityHashKey = getenv("RETENTION_IDENTITY_HASH_KEY"); cfg.IdentityHashKey == "" {
 		cfg.IdentityHashKey = DefaultIdentityHashKey
