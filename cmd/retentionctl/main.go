@@ -41,6 +41,8 @@ Commands:
   runs      start [-dataset ID] [-dry-run] [-wait] | list | show ID: retention runs, through the API (RETENTION_URL)
   expirations list | create -dataset ID -expiry DATE -name NAME | cancel ID: dataset expirations (scheduled
             deletions of whole datasets), through the API (RETENTION_URL)
+  workorders create -dataset ID|ALL -name NAME -identity NS:VALUE ... | list | show ID | hash NS VALUE: record-delete
+            work orders (erase a person's rows by identity), through the API (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
   dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
   version   print the build's version
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) 
 		return runAudit(ctx, args[1:], env, out)
 	case "expirations":
 		return runExpirations(ctx, args[1:], env, out)
+	case "workorders":
+		return runWorkOrders(ctx, args[1:], env, out)
 	case "dev":
 		return runDev(ctx, args[1:], env, out)
 	case "version":

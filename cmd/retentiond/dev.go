@@ -22,7 +22,7 @@ func printDevWelcome(out io.Writer, secret, base string, datasets []*catalog.Dat
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 		Org:              org, ClientID: "retentionctl-dev",
-		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold}, " "),
+		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}, " "),
 	})
 	if err != nil {
 		return err
