@@ -77,7 +77,7 @@ func runWorkOrders(ctx context.Context, args []string, env getenv, out io.Writer
 	var identities identityFlags
 	fs.Var(&identities, "identity", "with create: an identity, NAMESPACE:VALUE (email:alice@example.com); repeat it")
 	file := fs.String("file", "", `with create: a JSON file of identities in Adobe's upload format, [{"namespaceCode":"email","value":"…"}]`)
-	wait := fs.Bool("wait", false, "with create: wait until the order completes or fails (at most 5 minutes)")
+	wait := fs.Bool("wait", false, "with create: wait until the order completes, fails, or waits for a held dataset (ingested), at most 5 minutes")
 	status := fs.String("status", "", "with list: only these statuses (received, validated, submitted, ingested, completed, failed; comma-separated)")
 	limit := fs.Int("limit", 25, "with list: how many, 1 to 100")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -189,7 +189,8 @@ func groupIdentities(ids identityFlags) []map[string]any {
 	return out
 }
 
-// waitForWorkOrder polls the order once a second until it completes or fails.
+// waitForWorkOrder polls the order once a second until it completes, fails, or is ingested: nothing more happens to
+// it then until a hold is released.
 func waitForWorkOrder(ctx context.Context, client *apiClient, id string) (workOrder, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -198,7 +199,8 @@ func waitForWorkOrder(ctx context.Context, client *apiClient, id string) (workOr
 		if err := client.do(ctx, http.MethodGet, workOrdersPath+"/"+url.PathEscape(id), nil, &w); err != nil {
 			return w, err
 		}
-		if w.Status == string(catalog.WorkOrderCompleted) || w.Status == string(catalog.WorkOrderFailed) {
+		switch catalog.WorkOrderStatus(w.Status) {
+		case catalog.WorkOrderCompleted, catalog.WorkOrderFailed, catalog.WorkOrderIngested:
 			return w, nil
 		}
 		select {
