@@ -108,10 +108,8 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	if err := refuseServiceFields(obj); err != nil {
 		return in, err
 	}
-	if raw, ok := obj["identityMap"]; ok {
-		if in.Identities, err = ParseIdentityMap(raw); err != nil {
-			return in, err
-		}
+	if err := rc.parseIdentities(obj, &in); err != nil {
+		return in, err
 	}
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
 		delete(obj, k)
@@ -395,4 +393,20 @@ type IngestOptions struct {
 	// ChunkCommitted, when set, is called after each chunk commits with the rows it held; tests use it to observe
 	// streaming without sleeping.
 	ChunkCommitted func(rows int)
+}
+
+// parseIdentities reads the row's identities: its identityMap, else its value at the dataset's declared primary
+// identity (PrimaryIdentityExtension), else none.
+func (rc RowContext) parseIdentities(obj map[string]any, in *RowInput) error {
+	var err error
+	if raw, ok := obj["identityMap"]; ok {
+		in.Identities, err = ParseIdentityMap(raw)
+		return err
+	}
+	pi, err := DatasetPrimaryIdentity(rc.Dataset.Extensions)
+	if err != nil || pi == nil {
+		return nil // a declaration is checked when it is set; one that is not a declaration names no identity
+	}
+	in.Identities, err = pi.rowKeys(obj)
+	return err
 }

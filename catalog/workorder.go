@@ -493,3 +493,60 @@ func IdentityHash(key []byte, identityKey string) string {
 	m.Write([]byte(identityKey))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// PrimaryIdentityExtension is the extension key where a dataset declares its primary identity, for rows that carry
+// no identityMap: {"namespace": "email", "path": "person.email"}, the namespace code and the dotted path of the
+// row's field holding the value. It is set and cleared by PATCH like any extension key, so its changes are audited
+// with the dataset's other settings, in the same transaction; ApplyPatch refuses a malformed one.
+const PrimaryIdentityExtension = "primaryIdentity"
+
+// PrimaryIdentity is a dataset's declared primary identity.
+type PrimaryIdentity struct {
+	Namespace string
+	Path      []string
+}
+
+// DatasetPrimaryIdentity reads the declaration from a dataset's extension keys: nil when it has none.
+func DatasetPrimaryIdentity(ext map[string]any) (*PrimaryIdentity, error) {
+	raw, ok := ext[PrimaryIdentityExtension]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	const field = "extensions." + PrimaryIdentityExtension
+	obj, ok := raw.(map[string]any)
+	ns, nsOK := obj["namespace"].(string)
+	path, pathOK := obj["path"].(string)
+	if !ok || !nsOK || !pathOK || len(obj) != 2 {
+		return nil, Invalid("invalid-field", field, `%s must be {"namespace": <a namespace code>, "path": <the dotted path of the field holding the value>}`, field)
+	}
+	if len(ns) > MaxNamespaceCodeLength || !namespaceCodePattern.MatchString(ns) {
+		return nil, Invalid("invalid-field", field+".namespace", "%s.namespace must be 1 to %d letters, digits, _, . or - (starting with a letter or digit)", field, MaxNamespaceCodeLength)
+	}
+	segments := strings.Split(path, ".")
+	if len(path) > MaxNameLength || slices.Contains(segments, "") || strings.HasPrefix(path, "_") || segments[0] == "timestamp" || segments[0] == "identityMap" {
+		return nil, Invalid("invalid-field", field+".path", "%s.path must be a dotted path of 1 to %d bytes to a field of the event's own data (not _…, timestamp or identityMap), got %q", field, MaxNameLength, Clip(path))
+	}
+	return &PrimaryIdentity{Namespace: ns, Path: segments}, nil
+}
+
+// rowKeys returns the identity key of a row without identityMap under the dataset's declaration: none
+// when the row has no string at the path; a value that is no identity refuses the line, naming the path.
+func (pi *PrimaryIdentity) rowKeys(obj map[string]any) ([]string, error) {
+	var v any = obj
+	for _, seg := range pi.Path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		v = m[seg]
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, nil
+	}
+	field := strings.Join(pi.Path, ".")
+	if err := CheckIdentity(field, pi.Namespace, s); err != nil {
+		return nil, rowErr(field, "%s (the dataset's primary identity)", ErrorMessage(err))
+	}
+	return []string{IdentityKey(pi.Namespace, s)}, nil
+}
