@@ -180,3 +180,42 @@ func TestIdentityMapIsValidatedLineByLine(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT identities FROM lake_rows WHERE dataset_id = $1`, ds).Scan(&keys))
 	require.Equal(t, []string{"email:a@example.com"}, keys)
 }
+
+// TestDatasetPrimaryIdentity: a dataset declares its primary identity (namespace and field path) in
+// extensions.primaryIdentity; a malformed declaration is refused naming the field; the declaration is audited with
+// the PATCH; rows without identityMap are then found by the value at the path (an identityMap still wins), and an
+// order erases them.
+func TestDatasetPrimaryIdentity(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	ds := b.newDataset(t, "crm")
+	patchWith := func(decl any) error {
+		p, err := catalog.ParsePatch(map[string]any{"extensions": map[string]any{catalog.PrimaryIdentityExtension: decl}})
+		require.NoError(t, err)
+		_, err = b.datasets.PatchDataset(ctx, b.caller, ds, p, nil)
+		return err
+	}
+	for field, decl := range map[string]any{
+		"extensions.primaryIdentity":           "email",
+		"extensions.primaryIdentity.namespace": map[string]any{"namespace": "e mail", "path": "person.email"},
+		"extensions.primaryIdentity.path":      map[string]any{"namespace": "email", "path": "person..email"},
+	} {
+		err := patchWith(decl)
+		var de *catalog.Error
+		require.ErrorAs(t, err, &de, field)
+		require.Equal(t, field, de.Field)
+	}
+	require.NoError(t, patchWith(map[string]any{"namespace": "Email", "path": "person.email"}))
+	var audited int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE asset_id = $1 AND action = 'Update'
+		AND details::text LIKE '%primaryIdentity%'`, ds).Scan(&audited))
+	require.Equal(t, 1, audited, "the declaration is audited with the PATCH")
+
+	ts := `"timestamp":"2024-12-30T10:00:00Z"`
+	b.ingestLines(t, ds, `{`+ts+`,"_id":"c1","person":{"email":"Carol@Example.com"}}`, `{`+ts+`,"_id":"c2","person":{"email":"dan@example.com"}}`,
+		`{`+ts+`,"_id":"c3","person":{"email":"carol@example.com"},"identityMap":{"ECID":[{"id":"7"}]}}`, `{`+ts+`,"_id":"c4"}`)
+	id := b.createWorkOrder(t, ds, catalog.Identity{Namespace: "email", Value: "carol@example.com"})
+	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
+	require.Equal(t, []string{"c2", "c3", "c4"}, b.rowIDsIn(t, "lake_rows", ds), "c3's identityMap names another identity")
+}
