@@ -403,10 +403,9 @@ func (rc RowContext) parseIdentities(obj map[string]any, in *RowInput) error {
 		in.Identities, err = ParseIdentityMap(raw)
 		return err
 	}
-	pi, err := DatasetPrimaryIdentity(rc.Dataset.Extensions)
-	if err != nil || pi == nil {
-		return nil // a declaration is checked when it is set; one that is not a declaration names no identity
+	// A declaration is checked when it is set (ApplyPatch); one that does not parse names no identity.
+	if pi, perr := DatasetPrimaryIdentity(rc.Dataset.Extensions); perr == nil && pi != nil {
+		in.Identities, err = pi.rowKeys(obj)
 	}
-	in.Identities, err = pi.rowKeys(obj)
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -64,7 +65,7 @@ const workOrdersUsage = "usage: retentionctl workorders create -dataset ID|ALL -
 // runWorkOrders creates, lists and shows record-delete work orders through the API, so that it obeys the same
 // rules, scopes and audit as any client; hash prints the keyed hash an audit event names an identity by.
 func runWorkOrders(ctx context.Context, args []string, env getenv, out io.Writer) error {
-	if len(args) == 0 || !strings.Contains(" create list show hash ", " "+args[0]+" ") {
+	if len(args) == 0 || !slices.Contains([]string{"create", "list", "show", "hash"}, args[0]) {
 		fmt.Fprintln(out, workOrdersUsage)
 		return errUsage
 	}
