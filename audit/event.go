@@ -33,8 +33,10 @@ const (
 	// AssetDatasetExpiration is a dataset's scheduled deletion (Data Hygiene /ttl): created, updated, cancelled,
 	// executed.
 	AssetDatasetExpiration = "DatasetExpiration"
-	AssetAuditLog          = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
-	AssetOrg               = "Org"      // the org as a whole: its move between cells (action Move)
+	// AssetWorkOrder is a record-delete work order (Data Hygiene /workorder): created, updated, executed.
+	AssetWorkOrder = "WorkOrder"
+	AssetAuditLog  = "AuditLog" // the audit log itself: its retention removed old events (action Delete)
+	AssetOrg       = "Org"      // the org as a whole: its move between cells (action Move)
 )
 
 // Statuses, as Adobe's enhanced (execution) events name them.

@@ -386,6 +386,9 @@ type RowExpirationChange struct {
 func ApplyPatch(ds *Dataset, p *Patch, limits map[PolicyKey]Limits, c *Caller, now time.Time) (*Dataset, *Change, error) {
 	next := ds.clone()
 	p.applyAttributes(next)
+	if _, err := DatasetPrimaryIdentity(next.Extensions); err != nil {
+		return nil, nil, err
+	}
 	change, err := applyTTL(next, p.TTL, limits, now)
 	if err != nil {
 		return nil, nil, err

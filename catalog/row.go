@@ -47,6 +47,8 @@ type RowInput struct {
 	Never       bool
 	Payload     []byte
 	PayloadSize int
+	// Identities are the row's identity keys (IdentityKey), from its identityMap: what a work order finds it by.
+	Identities []string
 }
 
 // RowContext is what validating a dataset's rows needs to know about it.
@@ -104,6 +106,9 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 		return in, err
 	}
 	if err := refuseServiceFields(obj); err != nil {
+		return in, err
+	}
+	if err := rc.parseIdentities(obj, &in); err != nil {
 		return in, err
 	}
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
@@ -388,4 +393,19 @@ type IngestOptions struct {
 	// ChunkCommitted, when set, is called after each chunk commits with the rows it held; tests use it to observe
 	// streaming without sleeping.
 	ChunkCommitted func(rows int)
+}
+
+// parseIdentities reads the row's identities: its identityMap, else its value at the dataset's declared primary
+// identity (PrimaryIdentityExtension), else none.
+func (rc RowContext) parseIdentities(obj map[string]any, in *RowInput) error {
+	var err error
+	if raw, ok := obj["identityMap"]; ok {
+		in.Identities, err = ParseIdentityMap(raw)
+		return err
+	}
+	// A declaration is checked when it is set (ApplyPatch); one that does not parse names no identity.
+	if pi, perr := DatasetPrimaryIdentity(rc.Dataset.Extensions); perr == nil && pi != nil {
+		in.Identities, err = pi.rowKeys(obj)
+	}
+	return err
 }

@@ -38,14 +38,19 @@ func requireJSON(c echo.Context) error {
 // readJSONObject reads a JSON object body of at most MaxMetadataBody bytes. Numbers stay json.Number, so values the
 // service stores as sent (extension keys) keep their exact text.
 func readJSONObject(c echo.Context) (map[string]any, error) {
+	return readJSONObjectMax(c, MaxMetadataBody)
+}
+
+// readJSONObjectMax is readJSONObject with another bound on the body (a work order's identities).
+func readJSONObjectMax(c echo.Context, most int64) (map[string]any, error) {
 	if err := requireJSON(c); err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxMetadataBody))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, most))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, catalog.Errorf(catalog.ETOOLARGE, "the request body is over the %d-byte limit of metadata calls", MaxMetadataBody)
+			return nil, catalog.Errorf(catalog.ETOOLARGE, "the request body is over the %d-byte limit of this call", most)
 		}
 		return nil, catalog.Errorf(catalog.EINVALID, "the request body could not be read")
 	}

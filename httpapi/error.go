@@ -40,6 +40,10 @@ type Problem struct {
 	Detail    string `json:"detail"`
 	Field     string `json:"field,omitempty"`
 	RequestID string `json:"requestId,omitempty"`
+	// ErrorCode and Message are Adobe's work-order error fields (error_code "400001", message), set only on the
+	// work-order routes, whose errors Adobe's spec gives in that form: the body answers both forms.
+	ErrorCode string `json:"error_code,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // problemContentType is the media type of RFC 7807 bodies.
@@ -59,6 +63,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if after, ok := retryAfter[catalog.ErrorCode(err)]; ok {
 		c.Response().Header().Set("Retry-After", after)
+	}
+	if isWorkOrderRoute(c.Path()) {
+		p.ErrorCode, p.Message = workOrderErrorCode(p.Status), p.Detail
 	}
 	writeProblem(c, p)
 }

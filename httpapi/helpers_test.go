@@ -29,7 +29,7 @@ import (
 const testSecret = "test-secret-of-at-least-thirty-two-bytes!"
 
 var allScopes = []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun,
-	catalog.ScopeRetentionHold}
+	catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}
 
 // testBundle is a running API on its own database, with an org of its own.
 type testBundle struct {
@@ -74,6 +74,9 @@ func (s scheduleTimes) RunAt(store catalog.Store, from time.Time) *time.Time {
 // testExpirationQuota is the org's quota of pending dataset expirations in the tests: small, so reaching it is cheap.
 const testExpirationQuota = 5
 
+// testWorkOrderLimits are the work-order bounds of the tests: small, so reaching them is cheap.
+var testWorkOrderLimits = postgres.WorkOrderLimits{DailyQuota: 20, MonthlyQuota: 30, InFlight: 3}
+
 // testChunkRows is the ingestion chunk size of the tests: small, so streaming shows with few rows.
 const testChunkRows = 50
 
@@ -96,12 +99,13 @@ func setup(t testing.TB) *testBundle {
 	b.api = httpapi.New(httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Holds: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
-		Manifests: postgres.NewManifestService(db),
-		NextRun:   func(catalog.Store) *time.Time { t := testNextRun; return &t },
-		Explain:   postgres.NewPreviewService(db, testLakeGrace),
-		RunAt:     testSchedules(t).RunAt,
-		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
-		Ready:     db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		Manifests:  postgres.NewManifestService(db),
+		WorkOrders: postgres.NewWorkOrderService(db, testWorkOrderLimits),
+		NextRun:    func(catalog.Store) *time.Time { t := testNextRun; return &t },
+		Explain:    postgres.NewPreviewService(db, testLakeGrace),
+		RunAt:      testSchedules(t).RunAt,
+		Schedules:  map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
+		Ready:      db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.
 		LongRequestsPerOrg: 1000,
 		ChunkCommitted: func(n int) {

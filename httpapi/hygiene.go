@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -305,9 +306,9 @@ func earlier(a, b *time.Time) *time.Time {
 // quotaDescription is how GET /quota describes the dataset-expiration quota, in Adobe's words.
 const quotaDescription = "The number of concurrently active dataset-expiration delete operations in all work order requests for the organization."
 
-// adobeQuotaTypes are the quota types Adobe's /quota takes; this service keeps only the dataset-expiration one, so
-// the record-delete ones list nothing.
-var adobeQuotaTypes = []string{catalog.QuotaDatasetExpiration, "dailyConsumerDeleteIdentitiesQuota", "monthlyConsumerDeleteIdentitiesQuota"}
+// adobeQuotaTypes are the quota types Adobe's /quota takes: the dataset-expiration one, and the record-delete ones
+// (listed only where work orders are served).
+var adobeQuotaTypes = []string{catalog.QuotaDatasetExpiration, catalog.QuotaDailyIdentities, catalog.QuotaMonthlyIdentities}
 
 type quotaDoc struct {
 	Name        string `json:"name"`
@@ -318,16 +319,23 @@ type quotaDoc struct {
 
 func (s *Server) getQuota(c echo.Context) error {
 	quotas := []quotaDoc{}
-	switch qt := c.QueryParam("quotaType"); qt {
-	case "", catalog.QuotaDatasetExpiration:
+	qt := c.QueryParam("quotaType")
+	if qt != "" && !slices.Contains(adobeQuotaTypes, qt) {
+		return catalog.Invalid("invalid-parameter", "quotaType", "quotaType must be one of %v, got %q", adobeQuotaTypes, catalog.Clip(qt))
+	}
+	if qt == "" || qt == catalog.QuotaDatasetExpiration {
 		q, err := s.expirations.ExpirationQuota(c.Request().Context(), caller(c))
 		if err != nil {
 			return err
 		}
 		quotas = append(quotas, quotaDoc{Name: q.Name, Description: quotaDescription, Consumed: q.Consumed, Quota: q.Quota})
-	case adobeQuotaTypes[1], adobeQuotaTypes[2]:
-	default:
-		return catalog.Invalid("invalid-parameter", "quotaType", "quotaType must be one of %v, got %q", adobeQuotaTypes, catalog.Clip(qt))
+	}
+	if qt != catalog.QuotaDatasetExpiration {
+		more, err := s.identityQuotas(c, qt)
+		if err != nil {
+			return err
+		}
+		quotas = append(quotas, more...)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"quotas": quotas})
 }

@@ -483,10 +483,12 @@ func TestExpirationQuota(t *testing.T) {
 
 	require.Equal(t, http.StatusOK, b.hygiene(t, request{method: http.MethodDelete, path: "/ttl/" + first}).status)
 	require.Equal(t, float64(testExpirationQuota-1), quota(t)["consumed"], "a cancelled expiration frees its unit")
-	t.Run("OtherQuotaTypesListNothing", func(t *testing.T) {
+	t.Run("AnIdentityQuotaTypeListsOnlyItself", func(t *testing.T) {
 		resp := b.hygiene(t, request{method: http.MethodGet, path: "/quota?quotaType=dailyConsumerDeleteIdentitiesQuota"})
 		require.Equal(t, http.StatusOK, resp.status)
-		require.Empty(t, resp.json(t)["quotas"])
+		quotas := resp.json(t)["quotas"].([]any)
+		require.Len(t, quotas, 1)
+		require.Equal(t, "dailyConsumerDeleteIdentitiesQuota", quotas[0].(map[string]any)["name"])
 	})
 	t.Run("UnknownQuotaTypeIsRefused", func(t *testing.T) {
 		requireRefusal(t, b.hygiene(t, request{method: http.MethodGet, path: "/quota?quotaType=x"}), http.StatusBadRequest, "invalid-parameter", "quotaType")

@@ -30,14 +30,15 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 }
 
 // echoParam is a path parameter as Echo writes it (:id), to be written as OpenAPI writes it ({id}).
-var echoParam = regexp.MustCompile(`:([A-Za-z]+)`)
+var echoParam = regexp.MustCompile(`:([A-Za-z_]+)`)
 
 // TestOpenAPIListsEveryRoute holds the document's operations equal to Echo's routes, both ways: a route added
 // without its documentation, or documentation of a route that is gone, fails here.
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	t.Parallel()
 	s := New(Config{Holds: struct{ catalog.HoldService }{}, Explain: struct{ catalog.RowExpiryExplainer }{}, Audit: struct{ audit.Service }{},
-		Expirations: struct{ catalog.ExpirationService }{}, Manifests: struct{ catalog.ManifestService }{}, Registry: prometheus.NewRegistry()})
+		Expirations: struct{ catalog.ExpirationService }{}, Manifests: struct{ catalog.ManifestService }{},
+		WorkOrders: struct{ catalog.WorkOrderService }{}, Registry: prometheus.NewRegistry()})
 	served := map[string]bool{}
 	for _, r := range s.echo.Routes() {
 		if r.Method == echoRouteNotFound {

@@ -40,6 +40,9 @@ type Config struct {
 	Expirations catalog.ExpirationService
 	// Manifests serves the deletion manifests (…/deleted: which rows a removal took); nil leaves those routes out.
 	Manifests catalog.ManifestService
+	// WorkOrders serves Adobe's record-delete work orders (/data/core/hygiene/workorder and /workorder) and the
+	// identity quotas of /quota; nil leaves them out.
+	WorkOrders catalog.WorkOrderService
 	// NextRun tells when a store's next scheduled run is due; nil when no schedule is known.
 	NextRun func(store catalog.Store) *time.Time
 	// Explain serves GET /dataSets/{id}/rows/{rowId}/expiry; nil leaves it out.
@@ -81,14 +84,16 @@ type Server struct {
 	// expirations serves the Data Hygiene routes (hygiene.go).
 	expirations catalog.ExpirationService
 	manifests   catalog.ManifestService
-	nextRun     func(store catalog.Store) *time.Time
-	explainer   catalog.RowExpiryExplainer
-	runAt       func(store catalog.Store, from time.Time) *time.Time
-	schedules   map[catalog.Store]string
-	auth        *Authenticator
-	logger      *slog.Logger
-	ready       func(ctx context.Context) error
-	metrics     *httpMetrics
+	// workOrders serves the record-delete work orders (workorder.go).
+	workOrders catalog.WorkOrderService
+	nextRun    func(store catalog.Store) *time.Time
+	explainer  catalog.RowExpiryExplainer
+	runAt      func(store catalog.Store, from time.Time) *time.Time
+	schedules  map[catalog.Store]string
+	auth       *Authenticator
+	logger     *slog.Logger
+	ready      func(ctx context.Context) error
+	metrics    *httpMetrics
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
@@ -101,7 +106,7 @@ type Server struct {
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
-		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, nextRun: cfg.NextRun, explainer: cfg.Explain, runAt: cfg.RunAt, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
+		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, workOrders: cfg.WorkOrders, nextRun: cfg.NextRun, explainer: cfg.Explain, runAt: cfg.RunAt, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
 		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
@@ -128,6 +133,10 @@ func New(cfg Config) *Server {
 	s.registerAudit(e)
 	if s.expirations != nil {
 		s.hygieneRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
+	}
+	if s.workOrders != nil {
+		s.workOrderRoutes(e.Group(hygienePrefix, s.authenticate, s.checkParams))
+		s.workOrderRoutes(e.Group("", s.authenticate, s.checkParams))
 	}
 	s.registerConsole(e)
 	return s

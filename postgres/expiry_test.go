@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testwait"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -43,6 +45,7 @@ const (
 // scenarioStats is what the scenarios of one run exercised, for the summary line and the coverage checks.
 type scenarioStats struct {
 	scenarios, failures, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets, records atomic.Int64
+	workOrders, erased                                                                                                 atomic.Int64
 }
 
 // TestExpiryScenarios plays the generated scenarios, each on a database of its own.
@@ -65,14 +68,14 @@ func TestExpiryScenarios(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d, record datasets %d)",
+	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d, record datasets %d, work orders %d erasing %d rows)",
 		stats.scenarios.Load(), stats.rows.Load(), time.Since(start).Round(time.Second), stats.failures.Load(),
-		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load(), stats.records.Load())
+		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load(), stats.records.Load(), stats.workOrders.Load(), stats.erased.Load())
 	if len(seeds) >= proptestDefault && !t.Failed() {
 		for name, n := range map[string]int64{"whole-partition drops": stats.drops.Load(), "interrupted runs": stats.interrupted.Load(),
 			"rows kept": stats.kept.Load(), "rows removed": stats.removed.Load(), "centuries": stats.centuries.Load(),
 			"imported rows": stats.imports.Load(), "re-sent ids": stats.resent.Load(), "deleted datasets": stats.deletedDatasets.Load(),
-			"record datasets": stats.records.Load()} {
+			"record datasets": stats.records.Load(), "work orders": stats.workOrders.Load(), "rows erased by work orders": stats.erased.Load()} {
 			require.Positive(t, n, "the scenarios exercise %s", name)
 		}
 	}
@@ -283,6 +286,7 @@ func drawLines(rng *rand.Rand, now time.Time, epoch, n int, kind lineKind) (line
 				resent++
 			}
 		}
+		extra += fmt.Sprintf(`,"identityMap":{"email":[{"id":"p%d@example.com"}]}`, personOf(rowID))
 		if kind.record {
 			lines = append(lines, fmt.Sprintf(`{"_id":%q%s}`, rowID, extra))
 			continue
@@ -298,6 +302,9 @@ func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	b := setupSweep(t)
 	b.sweeper = postgres.MustSweeper(b.db, sc.config)
 	ids, deleted, writes := b.build(t, sc, stats)
+	for _, key := range b.playWorkOrder(t, sc, ids, deleted, stats) {
+		delete(writes, key) // erased: no longer stored
+	}
 	b.now = b.now.Add(sc.advance)
 	before := b.allRows(t)
 	requireLastWriteClocks(t, before, writes)
@@ -600,4 +607,71 @@ func runSweep(ctx context.Context, sweeper *postgres.Sweeper, sw postgres.Sweep,
 		removed[ds] += r.Rows
 	}
 	return removed, nil
+}
+
+// scenarioPeople is how many people the scenarios' rows belong to: each row's identityMap names one, by its _id, so
+// that a re-sent _id stays the same person's.
+const scenarioPeople = 5
+
+// personOf is the person a scenario row with this _id belongs to.
+func personOf(rowID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(rowID))
+	return int(h.Sum32() % scenarioPeople)
+}
+
+// playWorkOrder, in one scenario in two (drawn from a stream of its own, so that the scenario's other draws stay
+// as they were), erases one or two people from one live dataset or from ALL with a work order, before the run, and
+// checks that it removed exactly their rows in its scope (every other row left as it was), completed, and counted
+// them. The run that follows is then checked against the rule on the rows left.
+func (b *sweepBundle) playWorkOrder(t *testing.T, sc scenario, ids []string, deleted map[string]bool, stats *scenarioStats) (erasedKeys []string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(sc.seed, 0x3131))
+	var live []string
+	for _, id := range ids {
+		if !deleted[id] {
+			live = append(live, id)
+		}
+	}
+	if rng.IntN(2) == 0 || len(live) == 0 {
+		return nil
+	}
+	people := map[int]bool{rng.IntN(scenarioPeople): true, rng.IntN(scenarioPeople): true}
+	target := catalog.AllDatasets
+	if rng.IntN(2) == 0 {
+		target = live[rng.IntN(len(live))]
+	}
+	var identities []catalog.Identity
+	for p := range people {
+		identities = append(identities, catalog.Identity{Namespace: "email", Value: fmt.Sprintf("P%d@example.com", p)})
+	}
+	ctx := context.Background()
+	var want []string
+	var erased int64
+	for _, r := range b.allRows(t) {
+		inScope := !deleted[r.dataset] && (target == catalog.AllDatasets || target == r.dataset)
+		if inScope && people[personOf(r.id)] {
+			erased++
+			erasedKeys = append(erasedKeys, r.dataset+"/"+r.id)
+			continue
+		}
+		want = append(want, r.dataset+"/"+r.id)
+	}
+	svc := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{})
+	w, err := svc.CreateWorkOrder(ctx, b.caller, catalog.WorkOrderCreate{DisplayName: "erase", DatasetID: target, Identities: identities})
+	require.NoError(t, err)
+	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, "k"), nil).Execute(ctx, w.ID))
+	w, err = svc.FindWorkOrder(ctx, b.caller, w.ID)
+	require.NoError(t, err)
+	require.Equal(t, catalog.WorkOrderCompleted, w.Status, "reason: %s", w.Reason)
+	var left []string
+	for _, r := range b.allRows(t) {
+		left = append(left, r.dataset+"/"+r.id)
+	}
+	require.ElementsMatch(t, want, left, "the work order removes exactly its people's rows in its scope")
+	require.Equal(t, erased, w.RowsDeleted)
+	b.requireCountersExact(t)
+	stats.workOrders.Add(1)
+	stats.erased.Add(erased)
+	return erasedKeys
 }

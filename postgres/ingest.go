@@ -128,7 +128,7 @@ func lastPerID(chunk []catalog.RowInput) []catalog.RowInput {
 // missing and both store it.
 const datasetLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('rows:' || $1, 0))`
 
-var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload"}
+var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload", "identities"}
 
 // datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
 // conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
@@ -201,7 +201,7 @@ func (rs *rowStore) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, c
 			}
 			ts := in.Timestamp
 			span.add(ingested, ts)
-			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload}, nil
+			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload, identitiesValue(in.Identities)}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, rowColumns, src); err != nil {
 			return err
@@ -468,4 +468,57 @@ func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error
 // forever or the row never expires.
 func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
+}
+
+// identitiesValue is a row's identities column: NULL for a row without any, so that the GIN index holds only rows
+// an order may find.
+func identitiesValue(keys []string) any {
+	if len(keys) == 0 {
+		return nil
+	}
+	return keys
+}
+
+// deleteByIdentitySQL deletes the rows of dataset $1 carrying any of the identity keys $2 (every version: a kept one
+// carries the person too) from a store's parent, restricted to the partitions that hold the dataset's rows (%[2]s),
+// found through each partition's GIN index on identities, and keeps the counters exact as deleteByIDSQL does. It
+// returns the count, up to $4 of the row ids, and the keys that matched.
+const deleteByIdentitySQL = `
+WITH gone AS (
+    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
+    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.identities),
+counted AS (
+    SELECT p.name AS partition_name, g.setting_id, count(*) AS n
+    FROM gone g JOIN row_partitions p ON p.store = $3 AND g.placed_expiry >= p.lower_bound
+        AND (g.placed_expiry < p.upper_bound OR p.upper_bound = 'infinity')
+    GROUP BY 1, 2),
+stats AS (
+    UPDATE row_stats st SET row_count = st.row_count - c.n FROM counted c
+    WHERE st.partition_name = c.partition_name AND st.dataset_id = $1 AND st.setting_id = c.setting_id)
+SELECT (SELECT coalesce(sum(n), 0)::bigint FROM counted),
+       coalesce((SELECT array_agg(row_id) FROM (SELECT DISTINCT row_id FROM gone ORDER BY 1 LIMIT $4) i), '{}'),
+       coalesce((SELECT array_agg(DISTINCT x.k) FROM (SELECT unnest(g.identities) AS k FROM gone g) x
+                 WHERE x.k IN (SELECT unnest($2::text[]))), '{}')`
+
+// identityRemoval is what deleteRowsByIdentity removed from one store.
+type identityRemoval struct {
+	n       int64
+	rowIDs  []string // up to maxAuditedIdentities
+	matched []string // the keys that matched rows
+}
+
+// deleteRowsByIdentity deletes the dataset's rows carrying any of keys from one store, keeping the counters exact.
+// The caller holds the locks of a delete by _id (lockRows, datasetLockSQL, the hold lock), as deleteRowsByID's do.
+func (rs *rowStore) deleteRowsByIdentity(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, keys []string) (identityRemoval, error) {
+	var out identityRemoval
+	parts, err := datasetPartitions(ctx, tx, datasetID, store)
+	if err != nil || parts.none() || len(keys) == 0 {
+		return out, err
+	}
+	query := fmt.Sprintf(deleteByIdentitySQL, storeTable(store), parts.sql())
+	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, keys, string(store), maxAuditedIdentities).
+		Scan(&out.n, &out.rowIDs, &out.matched); err != nil {
+		return out, fmt.Errorf("delete rows of %s by identity from %s: %w", datasetID, storeTable(store), err)
+	}
+	return out, nil
 }

@@ -45,6 +45,9 @@ type Config struct {
 	AuditPurgeInterval time.Duration
 	// ExpirationInterval is how often due expirations are looked for (Work.Expirations). Default 1 minute.
 	ExpirationInterval time.Duration
+	// WorkOrderInterval is how often open work orders are looked for (Work.WorkOrders): a new order starts within
+	// it, and one waiting for a held dataset completes within it of the release. Default 10 s.
+	WorkOrderInterval time.Duration
 	// Requests, when set, is the pool the API's calls queue runs through (Client.ForRequests), so that requests
 	// never take a connection of the jobs' pool.
 	Requests *pgxpool.Pool
@@ -59,6 +62,7 @@ func (c Config) withDefaults() Config {
 	c.ReleaseInterval = cmp.Or(c.ReleaseInterval, time.Hour)
 	c.AuditPurgeInterval = cmp.Or(c.AuditPurgeInterval, 24*time.Hour)
 	c.ExpirationInterval = cmp.Or(c.ExpirationInterval, time.Minute)
+	c.WorkOrderInterval = cmp.Or(c.WorkOrderInterval, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +93,9 @@ type Work struct {
 	Expirations *jobs.Expirations
 	// AuditPurge, when set, is the audit log's own retention (audit.Retention.Purge).
 	AuditPurge func(ctx context.Context) error
+	// WorkOrders, when set, carries out record-delete work orders: a periodic job every Config.WorkOrderInterval
+	// queues the open ones, one job each.
+	WorkOrders *jobs.WorkOrders
 }
 
 // Client is a replica's job queue: River on the jobs' pool, and an insert-only River client on the requests' pool
@@ -105,6 +112,7 @@ type Client struct {
 var (
 	_ jobs.Queue           = (*Client)(nil)
 	_ jobs.ExpirationQueue = (*Client)(nil)
+	_ jobs.WorkOrderQueue  = (*Client)(nil)
 )
 
 // New returns a Client on pool. Call Start to begin processing when cfg.Work is set.
@@ -119,6 +127,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	river.AddWorker(workers, &auditPurgeWorker{c: c})
 	river.AddWorker(workers, &expirationTickWorker{c: c})
 	river.AddWorker(workers, &expirationWorker{c: c})
+	river.AddWorker(workers, &workOrderTickWorker{c: c})
+	river.AddWorker(workers, &workOrderWorker{c: c})
 	rc := &river.Config{
 		Workers: workers, Logger: quietRiver(cfg.Logger), JobTimeout: cfg.JobTimeout, RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts: 10,
@@ -158,6 +168,9 @@ func periodicJobs(cfg Config, work Work) []*river.PeriodicJob {
 	}
 	if work.Expirations != nil {
 		jobs = append(jobs, every(cfg.ExpirationInterval, expirationTickArgs{}))
+	}
+	if work.WorkOrders != nil {
+		jobs = append(jobs, every(cfg.WorkOrderInterval, workOrderTickArgs{}))
 	}
 	return jobs
 }
@@ -234,6 +247,18 @@ func (q queue) EnqueueExpirations(ctx context.Context, ids []string) error {
 	}
 	if _, err := q.client.InsertMany(ctx, params); err != nil {
 		return fmt.Errorf("queue %d dataset expirations: %w", len(ids), err)
+	}
+	return nil
+}
+
+// EnqueueWorkOrders implements jobs.WorkOrderQueue.
+func (q queue) EnqueueWorkOrders(ctx context.Context, ids []string) error {
+	params := make([]river.InsertManyParams, 0, len(ids))
+	for _, id := range ids {
+		params = append(params, river.InsertManyParams{Args: workOrderArgs{WorkOrderID: id}, InsertOpts: uniqueWhileOpen})
+	}
+	if _, err := q.client.InsertMany(ctx, params); err != nil {
+		return fmt.Errorf("queue %d work orders: %w", len(ids), err)
 	}
 	return nil
 }

@@ -154,3 +154,46 @@ func (w *expirationWorker) Work(ctx context.Context, job *river.Job[expirationAr
 	}
 	return err
 }
+
+// workOrderTickArgs is the periodic job that queues the open work orders (jobs.WorkOrders.Tick).
+type workOrderTickArgs struct{}
+
+// Kind implements river.JobArgs.
+func (workOrderTickArgs) Kind() string { return "workorder_tick" }
+
+type workOrderTickWorker struct {
+	river.WorkerDefaults[workOrderTickArgs]
+	c *Client
+}
+
+func (w *workOrderTickWorker) Work(ctx context.Context, _ *river.Job[workOrderTickArgs]) error {
+	if w.c.work.WorkOrders == nil {
+		return nil // queued by a replica that runs work orders; this one was configured not to
+	}
+	return w.c.work.WorkOrders.Tick(ctx, w.c.queue)
+}
+
+// workOrderArgs is the job of one open work order (jobs.WorkOrders.Execute), unique by the order while queued or
+// running, so that replicas and ticks never run two at once.
+type workOrderArgs struct {
+	WorkOrderID string `json:"workorder_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (workOrderArgs) Kind() string { return "workorder" }
+
+type workOrderWorker struct {
+	river.WorkerDefaults[workOrderArgs]
+	c *Client
+}
+
+func (w *workOrderWorker) Work(ctx context.Context, job *river.Job[workOrderArgs]) error {
+	if w.c.work.WorkOrders == nil {
+		return river.JobSnooze(w.c.cfg.WorkOrderInterval) // leave it to a replica that runs work orders
+	}
+	err := w.c.work.WorkOrders.Execute(ctx, job.Args.WorkOrderID)
+	if errors.Is(err, jobs.ErrLeftToTick) {
+		return river.JobCancel(err) // no backoff: the tick queues it again while it is open
+	}
+	return resumeOrErr(err)
+}

@@ -43,6 +43,8 @@ Commands:
             deletions of whole datasets), through the API (RETENTION_URL)
   rows      explain DATASET_ID _ID: why a row is still stored and when a run deletes it, through the API
             (RETENTION_URL)
+  workorders create -dataset ID|ALL -name NAME -identity NS:VALUE ... | list | show ID | hash NS VALUE: record-delete
+            work orders (erase a person's rows by identity), through the API (RETENTION_URL)
   audit     list | export | verify: the audit log, through the API (RETENTION_URL), with Adobe's filters as flags
   org       move -org ORG -to URL -to-cell CELL: move an org's rows, audit log and route to another cell
   dev       stop: stop the PostgreSQL of ` + "`make run`" + ` that a killed retentiond left running (make stop)
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, env getenv, out, errOut io.Writer) 
 		return runExpirations(ctx, args[1:], env, out)
 	case "org":
 		return runOrg(ctx, args[1:], env, out, errOut)
+	case "workorders":
+		return runWorkOrders(ctx, args[1:], env, out)
 	case "dev":
 		return runDev(ctx, args[1:], env, out)
 	case "version":

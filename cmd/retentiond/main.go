@@ -193,6 +193,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: preview, Explain: preview, Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota), Manifests: postgres.NewManifestService(db),
+		WorkOrders: postgres.NewWorkOrderService(db, postgres.WorkOrderLimits{DailyQuota: cfg.WorkOrderDailyQuota,
+			MonthlyQuota: cfg.WorkOrderMonthlyQuota, InFlight: cfg.WorkOrdersInFlight}),
 		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		// A slot at from itself counts: NextRun gives the first strictly after its time, at whole seconds.
@@ -311,7 +313,7 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 		return none, nil, nil, err
 	}
 	queue, err := riverjobs.New(pools.jobs.Pool, riverjobs.Config{Work: cfg.Scheduler, JobTimeout: cfg.JobTimeout,
-		RescueAfter: cfg.RescueAfter, ExpirationInterval: cfg.ExpirationInterval, Requests: pools.requests.Pool, Logger: logger})
+		RescueAfter: cfg.RescueAfter, ExpirationInterval: cfg.ExpirationInterval, WorkOrderInterval: cfg.WorkOrderInterval, Requests: pools.requests.Pool, Logger: logger})
 	if err != nil {
 		return none, nil, nil, err
 	}
@@ -322,6 +324,7 @@ func newJobs(cfg *config.Config, pools *dbPools, reg prometheus.Registerer, logg
 			jobs.Config{Schedules: schedules, LakeGrace: cfg.IngestionGrace, HistoryKeep: cfg.HistoryKeep, Logger: logger}),
 		Expirations: jobs.NewExpirations(postgres.NewExpirationRunner(pools.jobs), logger),
 		AuditPurge:  auditRetention.Purge,
+		WorkOrders:  jobs.NewWorkOrders(postgres.NewWorkOrderRunner(pools.jobs, cfg.IdentityHashKey), logger),
 	}
 	return work, queue, schedules, nil
 }

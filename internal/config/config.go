@@ -65,6 +65,16 @@ type Config struct {
 	// (RETENTION_EXPIRATION_INTERVAL, default 1m).
 	ExpirationQuota    int           `json:"retention_expiration_quota"`
 	ExpirationInterval time.Duration `json:"retention_expiration_interval"`
+	// Record-delete work orders: the identities an org's accepted orders may name in a UTC day and month
+	// (RETENTION_WORKORDER_DAILY_QUOTA, default 1,000,000; RETENTION_WORKORDER_MONTHLY_QUOTA, default 2,000,000, as
+	// Adobe's), its open orders (RETENTION_WORKORDERS_IN_FLIGHT, default 10), and the key of the keyed hashes
+	// (HMAC-SHA256) that name identities in audit events (RETENTION_IDENTITY_HASH_KEY; not shown by /debug or logs).
+	WorkOrderDailyQuota   int `json:"retention_workorder_daily_quota"`
+	WorkOrderMonthlyQuota int `json:"retention_workorder_monthly_quota"`
+	WorkOrdersInFlight    int `json:"retention_workorders_in_flight"`
+	// WorkOrderInterval is how often open work orders are looked for (RETENTION_WORKORDER_INTERVAL, default 10s).
+	WorkOrderInterval time.Duration `json:"retention_workorder_interval"`
+	IdentityHashKey   string        `json:"-"`
 
 	// Bulkheads. Each replica opens three pools on the database, so that requests can never take the connections
 	// jobs and health checks need (see README, Limits); the defaults sum to 28, so three replicas stay well within
@@ -103,7 +113,10 @@ func (c *Config) LogValue() slog.Value {
 const (
 	// DefaultLakeSchedule sweeps the data lake weekly, Sunday 03:00 UTC, as the seed's "evaluated and processed
 	// weekly"; DefaultProfileSchedule the profile store daily, since its expiry is prompt.
-	DefaultLakeSchedule    = "0 3 * * 0"
+	DefaultLakeSchedule = "0 3 * * 0"
+	// DefaultIdentityHashKey keys the identity hashes of audit events when RETENTION_IDENTITY_HASH_KEY is unset: fit
+	// for development only, since anyone who knows it can test guessed identities against the hashes.
+	DefaultIdentityHashKey = "retentiond-development-identity-hash-key"
 	DefaultProfileSchedule = "0 4 * * *"
 
 	// Bulkheads: the three pools of a replica sum to 28 connections.
@@ -176,6 +189,17 @@ func Load(getenv Getenv, dev bool) (*Config, error) {
 	add(err)
 	cfg.ExpirationInterval, err = parseDuration("RETENTION_EXPIRATION_INTERVAL", getenv("RETENTION_EXPIRATION_INTERVAL"), time.Minute)
 	add(err)
+	cfg.WorkOrderDailyQuota, err = parseInt("RETENTION_WORKORDER_DAILY_QUOTA", getenv("RETENTION_WORKORDER_DAILY_QUOTA"), catalog.DefaultDailyIdentityQuota, 1, catalog.MaxIdentityQuota)
+	add(err)
+	cfg.WorkOrderMonthlyQuota, err = parseInt("RETENTION_WORKORDER_MONTHLY_QUOTA", getenv("RETENTION_WORKORDER_MONTHLY_QUOTA"), catalog.DefaultMonthlyIdentityQuota, 1, catalog.MaxIdentityQuota)
+	add(err)
+	cfg.WorkOrdersInFlight, err = parseInt("RETENTION_WORKORDERS_IN_FLIGHT", getenv("RETENTION_WORKORDERS_IN_FLIGHT"), catalog.DefaultWorkOrdersInFlight, 1, 10_000)
+	add(err)
+	cfg.WorkOrderInterval, err = parseDuration("RETENTION_WORKORDER_INTERVAL", getenv("RETENTION_WORKORDER_INTERVAL"), 10*time.Second)
+	add(err)
+	if cfg.IdentityHashKey = getenv("RETENTION_IDENTITY_HASH_KEY"); cfg.IdentityHashKey == "" {
+		cfg.IdentityHashKey = DefaultIdentityHashKey
+	}
 	cfg.BatchSize, err = parseInt("RETENTION_BATCH_SIZE", getenv("RETENTION_BATCH_SIZE"), 10_000, 100, 1_000_000)
 	add(err)
 	cfg.SweepWorkers, err = parseInt("RETENTION_SWEEP_WORKERS", getenv("RETENTION_SWEEP_WORKERS"), 2, 1, 16)

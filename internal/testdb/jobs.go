@@ -25,6 +25,8 @@ type JobsOptions struct {
 	// Expirations and AuditPurge are the replica's other work (riverjobs.Work), when set.
 	Expirations *jobs.Expirations
 	AuditPurge  func(ctx context.Context) error
+	// WorkOrders carries out record-delete work orders on the replica, when set.
+	WorkOrders *jobs.WorkOrders
 	// Requests, when set, serves the API's calls (a pool of their own).
 	Requests *postgres.DB
 }
@@ -53,7 +55,7 @@ func Jobs(t testing.TB, db *postgres.DB, o JobsOptions) (*jobs.Service, *riverjo
 		requests = &jobs.Requests{Runs: postgres.NewRunRepository(o.Requests), Queue: queue.ForRequests()}
 	}
 	svc := jobs.New(postgres.NewRunRepository(db), o.Sweeper, queue, requests, o.Metrics, o.Config)
-	require.NoError(t, queue.Start(context.Background(), riverjobs.Work{Runs: svc, Expirations: o.Expirations, AuditPurge: o.AuditPurge}))
+	require.NoError(t, queue.Start(context.Background(), riverjobs.Work{Runs: svc, Expirations: o.Expirations, AuditPurge: o.AuditPurge, WorkOrders: o.WorkOrders}))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

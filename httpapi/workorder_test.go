@@ -1,0 +1,234 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
+)
+
+// workOrderBody is a POST /workorder body erasing the e-mails from the dataset (or ALL).
+func workOrderBody(datasetID string, emails ...string) map[string]any {
+	ids := make([]any, len(emails))
+	for i, e := range emails {
+		ids[i] = e
+	}
+	return map[string]any{"action": "delete_identity", "datasetId": datasetID, "displayName": fmt.Sprintf("erase %d people", len(emails)),
+		"description": "a person's request", "namespacesIdentities": []any{map[string]any{"namespace": map[string]any{"code": "email"}, "IDs": ids}}}
+}
+
+// createWorkOrder posts an order through the Data Hygiene API and returns its document.
+func (b *testBundle) createWorkOrder(t testing.TB, body map[string]any) map[string]any {
+	t.Helper()
+	resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: body})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	return resp.json(t)
+}
+
+// requireWorkOrderError checks a work-order refusal: status, problem type, field, and Adobe's error_code and
+// message, the body validated against Adobe's ErrorResponse schema where Adobe's spec lists the status.
+func (b *testBundle) requireWorkOrderError(t *testing.T, req request, status int, typ, field string) {
+	t.Helper()
+	resp := b.hygiene(t, req)
+	p := requireRefusal(t, resp, status, typ, field)
+	var adobe struct {
+		ErrorCode string `json:"error_code"`
+		Message   string `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal(resp.body, &adobe))
+	require.Equal(t, strconv.Itoa(status)+"001", adobe.ErrorCode)
+	require.Equal(t, p.Detail, adobe.Message)
+	router, err := hygieneSpec()
+	require.NoError(t, err)
+	httpReq, err := http.NewRequestWithContext(context.Background(), req.method, "http://localhost/data/core/hygiene"+req.path, nil)
+	require.NoError(t, err)
+	route, params, err := router.FindRoute(httpReq)
+	require.NoError(t, err)
+	if route.Operation.Responses.Status(status) == nil {
+		return // Adobe's spec gives no body for this status of this route
+	}
+	header := resp.header.Clone()
+	header.Set("Content-Type", "application/json") // Adobe's spec names application/json; the body is the same
+	input := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: httpReq, PathParams: params, Route: route},
+		Status:                 status, Header: header, Body: io.NopCloser(bytes.NewReader(resp.body)),
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), input), "%s", resp.body)
+}
+
+func TestWorkOrderLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{name: "loyalty"})
+	created := b.createWorkOrder(t, workOrderBody(id, "Alice@Example.com", "alice@example.com", "bob@example.com"))
+	woID, _ := created["workorderId"].(string)
+	require.True(t, catalog.IsWorkOrderID(woID), "workorderId %q", woID)
+	require.Equal(t, map[string]any{"action": "identity-delete", "status": "received", "datasetId": id, "datasetName": "loyalty",
+		"operationCount": float64(2), "orgId": b.org, "createdBy": "tester@example.com", "displayName": "erase 3 people"},
+		pick(created, "action", "status", "datasetId", "datasetName", "operationCount", "orgId", "createdBy", "displayName"),
+		"the two spellings of Alice's e-mail are one identity")
+	require.Len(t, created["productStatusDetails"], 2)
+
+	for _, prefix := range []string{"", "/data/core/hygiene"} {
+		resp := b.do(t, request{method: http.MethodGet, path: prefix + "/workorder/" + woID})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		require.Equal(t, woID, resp.json(t)["workorderId"])
+	}
+	resp := b.hygiene(t, request{method: http.MethodPut, path: "/workorder/" + woID, body: map[string]any{"name": "Erase Alice", "description": "ticket 12"}})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	require.Equal(t, "Erase Alice", resp.json(t)["displayName"])
+	require.Equal(t, "ticket 12", resp.json(t)["description"])
+
+	all := b.createWorkOrder(t, workOrderBody("ALL", "carol@example.com"))
+	require.Equal(t, "ALL", all["datasetId"])
+	list := b.hygiene(t, request{method: http.MethodGet, path: "/workorder?limit=1&orderBy=-createdAt"})
+	require.Equal(t, http.StatusOK, list.status, "body: %s", list.body)
+	doc := list.json(t)
+	require.Equal(t, float64(2), doc["total"])
+	require.Equal(t, float64(1), doc["count"])
+	require.Equal(t, all["workorderId"], doc["results"].([]any)[0].(map[string]any)["workorderId"])
+	require.Contains(t, doc["_links"], "next")
+
+	t.Run("Filters", func(t *testing.T) {
+		for query, want := range map[string]float64{"status=received": 2, "status=completed": 0, "search=Alice": 1,
+			"search=" + woID: 1, "author=tester@example.com": 2, "author=LIKE%20other%25": 0, "displayName=erase%20alice": 1,
+			"filterDate=" + b.now.Format(time.DateOnly): 2, "fromDate=2020-01-01&toDate=2020-01-02": 0, "type=identity-delete": 2} {
+			resp := b.hygiene(t, request{method: http.MethodGet, path: "/workorder?" + query})
+			require.Equal(t, http.StatusOK, resp.status, "%s: %s", query, resp.body)
+			require.Equal(t, want, resp.json(t)["total"], query)
+		}
+	})
+	t.Run("QuotaCountsAcceptedIdentities", func(t *testing.T) {
+		resp := b.hygiene(t, request{method: http.MethodGet, path: "/quota?quotaType=" + catalog.QuotaDailyIdentities})
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		q := resp.json(t)["quotas"].([]any)
+		require.Len(t, q, 1)
+		require.Equal(t, map[string]any{"name": catalog.QuotaDailyIdentities, "consumed": float64(3), "quota": float64(20)},
+			pick(q[0].(map[string]any), "name", "consumed", "quota"))
+		resp = b.hygiene(t, request{method: http.MethodGet, path: "/quota"})
+		require.Len(t, resp.json(t)["quotas"], 3)
+	})
+}
+
+func TestWorkOrderRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	good := func(change func(map[string]any)) map[string]any {
+		body := workOrderBody(id, "a@example.com")
+		change(body)
+		return body
+	}
+	for _, c := range []struct {
+		name   string
+		body   any
+		status int
+		typ    string
+		field  string
+	}{
+		{"UnknownAction", good(func(m map[string]any) { m["action"] = "delete_dataset" }), 400, "invalid-action", "action"},
+		{"BadDataset", good(func(m map[string]any) { m["datasetId"] = "all" }), 400, "invalid-dataset-id", "datasetId"},
+		{"MissingDataset", good(func(m map[string]any) { m["datasetId"] = strings.Repeat("a", 24) }), 404, "not-found", ""},
+		{"NoIdentities", good(func(m map[string]any) { m["namespacesIdentities"] = []any{} }), 400, "invalid-field", "namespacesIdentities"},
+		{"BadNamespace", good(func(m map[string]any) {
+			m["namespacesIdentities"] = []any{map[string]any{"namespace": map[string]any{"code": "e mail"}, "IDs": []any{"x"}}}
+		}), 400, "invalid-identity", "namespacesIdentities[0].IDs[0]"},
+		{"EmptyValue", good(func(m map[string]any) {
+			m["namespacesIdentities"] = []any{map[string]any{"namespace": map[string]any{"code": "email"}, "IDs": []any{""}}}
+		}), 400, "invalid-identity", "namespacesIdentities[0].IDs[0]"},
+		{"UnknownField", good(func(m map[string]any) { m["ttl"] = 1 }), 400, "unknown-field", "ttl"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: c.body}, c.status, c.typ, c.field)
+		})
+	}
+	t.Run("TooManyIdentities", func(t *testing.T) {
+		ids := make([]string, catalog.MaxWorkOrderIdentities+1)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("p%d@example.com", i)
+		}
+		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody(id, ids...)},
+			http.StatusBadRequest, "too-many-identities", "namespacesIdentities")
+	})
+	t.Run("NotAnOrderID", func(t *testing.T) {
+		b.requireWorkOrderError(t, request{method: http.MethodGet, path: "/workorder/BN-1"}, http.StatusBadRequest, "invalid-workorder-id", "WORKORDER_ID")
+	})
+	t.Run("MissingOrder", func(t *testing.T) {
+		b.requireWorkOrderError(t, request{method: http.MethodGet, path: "/workorder/" + catalog.NewWorkOrderID()}, http.StatusNotFound, "not-found", "")
+	})
+	t.Run("BadListing", func(t *testing.T) {
+		for query, field := range map[string]string{"status=done": "status", "orderBy=size": "orderBy", "limit=101": "limit",
+			"fromDate=2026-01-01": "fromDate", "type=dataset-delete": "type"} {
+			b.requireWorkOrderError(t, request{method: http.MethodGet, path: "/workorder?" + query}, http.StatusBadRequest, "invalid-parameter", field)
+		}
+	})
+}
+
+func TestWorkOrderBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	t.Run("DailyQuota", func(t *testing.T) {
+		ids := make([]string, testWorkOrderLimits.DailyQuota+1)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("q%d@example.com", i)
+		}
+		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody(id, ids...)},
+			http.StatusBadRequest, "quota-exceeded", "namespacesIdentities")
+		resp := b.hygiene(t, request{method: http.MethodGet, path: "/quota?quotaType=" + catalog.QuotaDailyIdentities})
+		require.Equal(t, float64(0), resp.json(t)["quotas"].([]any)[0].(map[string]any)["consumed"], "a refused order consumes nothing")
+	})
+	t.Run("OrdersInFlight", func(t *testing.T) {
+		for i := range testWorkOrderLimits.InFlight {
+			b.createWorkOrder(t, workOrderBody(id, fmt.Sprintf("f%d@example.com", i)))
+		}
+		resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody(id, "late@example.com")})
+		requireRefusal(t, resp, http.StatusTooManyRequests, "too-many-workorders", "datasetId")
+	})
+}
+
+func TestWorkOrderTenancyAndScopes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{})
+	wo := b.createWorkOrder(t, workOrderBody(id, "a@example.com"))
+	woID := wo["workorderId"].(string)
+	other := newOrg()
+	otherOrg := map[string]string{"x-gw-ims-org-id": other, "Authorization": "Bearer " + mintToken(t, other, allScopes, time.Hour)}
+	otherSandbox := map[string]string{"x-sandbox-name": "dev"}
+	for name, headers := range map[string]map[string]string{"AnotherOrg": otherOrg, "AnotherSandbox": otherSandbox} {
+		t.Run(name, func(t *testing.T) {
+			for _, req := range []request{{method: http.MethodGet, path: "/workorder/" + woID},
+				{method: http.MethodPut, path: "/workorder/" + woID, body: map[string]any{"name": "mine"}},
+				{method: http.MethodPost, path: "/workorder", body: workOrderBody(id, "a@example.com")}} {
+				req.headers = headers
+				resp := b.hygiene(t, req)
+				require.Equal(t, http.StatusNotFound, resp.status, "%s %s: %s", req.method, req.path, resp.body)
+			}
+			resp := b.hygiene(t, request{method: http.MethodGet, path: "/workorder", headers: headers})
+			require.Equal(t, float64(0), resp.json(t)["total"])
+		})
+	}
+	manage := map[string]string{"Authorization": "Bearer " + mintToken(t, b.org, []string{catalog.ScopeDatasetsManage,
+		catalog.ScopeRetentionHold, catalog.ScopeRetentionRun, catalog.ScopeAuditRead}, time.Hour)}
+	t.Run("NoOtherScopeImpliesCreating", func(t *testing.T) {
+		require.Equal(t, http.StatusOK, b.hygiene(t, request{method: http.MethodGet, path: "/workorder/" + woID, headers: manage}).status)
+		for _, req := range []request{{method: http.MethodPost, path: "/workorder", body: workOrderBody(id, "a@example.com")},
+			{method: http.MethodPut, path: "/workorder/" + woID, body: map[string]any{"name": "x"}}} {
+			req.headers = manage
+			requireRefusal(t, b.hygiene(t, req), http.StatusForbidden, "missing-scope", "scope")
+		}
+	})
+}

@@ -1,0 +1,89 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/acme/retention/catalog"
+)
+
+// WorkOrderRepository carries out record-delete work orders (package postgres implements it). Each step locks the
+// order and acts only from the state it expects, so any replica may repeat any step: each part's rows are removed
+// once, with its Delete event.
+type WorkOrderRepository interface {
+	// DueWorkOrders returns up to limit open orders.
+	DueWorkOrders(ctx context.Context, limit int) ([]string, error)
+	// ValidateWorkOrder resolves a received order's datasets into parts, and returns the order's status after it.
+	ValidateWorkOrder(ctx context.Context, id string) (catalog.WorkOrderStatus, error)
+	// SubmitWorkOrder marks a validated order submitted.
+	SubmitWorkOrder(ctx context.Context, id string) error
+	// WaitingParts returns the datasets of the order's parts still to do.
+	WaitingParts(ctx context.Context, id string) ([]string, error)
+	// RunWorkOrderPart removes the order's rows from one dataset; held reports a held dataset, left as it is.
+	RunWorkOrderPart(ctx context.Context, id, datasetID string) (held bool, err error)
+	// FinishWorkOrder completes an order whose parts are done, or marks it ingested while a held one waits.
+	FinishWorkOrder(ctx context.Context, id string) (catalog.WorkOrderStatus, error)
+}
+
+// WorkOrderQueue puts one job per order on the job queue, at most one queued or running per order (package
+// riverjobs implements it).
+type WorkOrderQueue interface {
+	EnqueueWorkOrders(ctx context.Context, ids []string) error
+}
+
+// WorkOrders orchestrates work orders: a periodic tick queues the open ones, and each one's job carries it forward.
+type WorkOrders struct {
+	repo   WorkOrderRepository
+	logger *slog.Logger
+}
+
+// NewWorkOrders returns the orchestration of the orders kept in repo; logger may be nil.
+func NewWorkOrders(repo WorkOrderRepository, logger *slog.Logger) *WorkOrders {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &WorkOrders{repo: repo, logger: logger}
+}
+
+// Tick queues a job for every open order. Every replica may call it: the queue keeps one job per order.
+func (w *WorkOrders) Tick(ctx context.Context, queue WorkOrderQueue) error {
+	ids, err := w.repo.DueWorkOrders(ctx, dueBatch)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	return queue.EnqueueWorkOrders(ctx, ids)
+}
+
+// Execute carries an order forward, each step its own transaction so that its status shows it: validated, submitted,
+// then one transaction per dataset, then completed (or ingested while a held dataset waits, for the next tick).
+// When ctx has less than half its time left after a part it returns ErrResume, so the job goes on in a new one: a
+// replica killed anywhere leaves the order at a step the next Execute resumes from.
+func (w *WorkOrders) Execute(ctx context.Context, id string) error {
+	status, err := w.repo.ValidateWorkOrder(ctx, id)
+	if err != nil || !status.Open() {
+		return leftToTick(err)
+	}
+	if err := w.repo.SubmitWorkOrder(ctx, id); err != nil {
+		return leftToTick(err)
+	}
+	parts, err := w.repo.WaitingParts(ctx, id)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for _, ds := range parts {
+		if _, err := w.repo.RunWorkOrderPart(ctx, id, ds); err != nil {
+			return leftToTick(err)
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < deadline.Sub(start)/2 {
+			return ErrResume
+		}
+	}
+	status, err = w.repo.FinishWorkOrder(ctx, id)
+	if err != nil {
+		return leftToTick(err)
+	}
+	w.logger.InfoContext(ctx, "work order carried forward", slog.String("workorder_id", id), slog.String("status", string(status)))
+	return nil
+}
