@@ -64,6 +64,10 @@ func TestConsole(t *testing.T) {
 		"AuditChainBroken":                testAuditChainBroken,
 		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
 		"LinkNeverReplacesASession":       testLinkNeverReplacesASession,
+		"RecordDeleteByTyping":            testRecordDeleteByTyping,
+		"RecordDeleteByUpload":            testRecordDeleteByUpload,
+		"RecordDeletesReadOnly":           testRecordDeletesReadOnly,
+		"RecordDeleteHeld":                testRecordDeleteHeld,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
