@@ -193,9 +193,10 @@ func testRecordDeleteByUpload(t *testing.T, b *bundle) {
 		upload(file("people.json", `[{"namespaceCode":"email","value":"carol@example.com"},{"namespaceCode":"Email","value":"CAROL@example.com"},
 			{"namespaceCode":"ECID","value":"0123456789"}]`))
 		waitText(ctx, t, "#wo-count", "2 distinct identities (0 typed, 3 from the file).")
-		require.Equal(t, "", text(ctx, t, "#wo-error"))
+		require.Equal(t, "", eval[string](ctx, t, `document.querySelector('#wo-error').textContent`), "the earlier refusal is gone")
 		setField(ctx, t, "#wo-name", "Carol's request")
-		run(ctx, t, chromedp.WaitVisible(fmt.Sprintf(`#wo-dataset option[value=%q]`, one)))
+		// An option is never "visible" to chromedp: its presence is waited for.
+		run(ctx, t, chromedp.WaitReady(fmt.Sprintf(`#wo-dataset option[value=%q]`, one)))
 		setField(ctx, t, "#wo-dataset", one)
 		run(ctx, t, chromedp.Click(`#wo-review`), chromedp.WaitVisible(`#wo-confirm`))
 		require.Contains(t, text(ctx, t, "#wo-confirm-summary"), "(1 email, 1 ECID) will be deleted from the dataset newsletter")
