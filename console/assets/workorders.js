@@ -281,7 +281,7 @@ async function confirm(dialog, order, n, datasetText) {
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Dataset'), h('th', { scope: 'col', className: 'num' }, 'Rows stored now'))),
       h('tbody', {}, p.list.map((d) => h('tr', { 'data-id': d.id },
         h('th', { scope: 'row' }, d.name), h('td', { className: 'num' }, count(d.rows))))))),
-    p.more ? h('p', { className: 'hint', id: 'wo-preview-more' }, `The first ${count(previewDatasets)} datasets by name are listed; the order covers every one.`) : null,
+    h('p', { className: 'hint', id: 'wo-preview-more', hidden: !p.more }, `The first ${count(previewDatasets)} datasets by name are listed; the order covers every one.`),
     error,
     h('div', { className: 'actions' }, cancel, send));
   dialog.addEventListener('close', () => { if (opener && opener.isConnected) opener.focus(); }, { once: true });
