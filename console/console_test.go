@@ -87,7 +87,8 @@ func setup(t *testing.T) *bundle {
 		},
 		Schedules: map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
 		Holds:     datasets, Expirations: postgres.NewExpirationService(db, 20),
-		Auth: auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		WorkOrders: postgres.NewWorkOrderService(db, postgres.WorkOrderLimits{}),
+		Auth:       auth, Ready: db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
 		LongRequestsPerOrg: 100,
 	})
 	// The browser's calls go through the API's contract checks too: the console uses the API as documented.

@@ -67,6 +67,10 @@ func TestConsole(t *testing.T) {
 		"RetentionDialogOfARecordDataset": testRetentionDialogOfARecordDataset,
 		"LinkNeverReplacesASession":       testLinkNeverReplacesASession,
 		"ExplainARow":                     testExplainARow,
+		"RecordDeleteByTyping":            testRecordDeleteByTyping,
+		"RecordDeleteByUpload":            testRecordDeleteByUpload,
+		"RecordDeletesReadOnly":           testRecordDeletesReadOnly,
+		"RecordDeleteHeld":                testRecordDeleteHeld,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

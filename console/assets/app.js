@@ -6,6 +6,7 @@ import { h } from './format.js';
 import { auditView } from './audit.js';
 import { datasetsView } from './datasets.js';
 import { runsView } from './runs.js';
+import { workOrdersView } from './workorders.js';
 import { decodeClaims, route, sandboxPattern, session, setRouter, signOut, store } from './session.js';
 
 // tokenPattern is a JWT's shape: three base64url parts. What the API checks is its signature; this only catches a
@@ -130,7 +131,7 @@ function showHeader(s) {
   document.getElementById('who').textContent = `${s.user} · ${s.org}`;
 }
 
-const views = { datasets: datasetsView, runs: runsView, audit: auditView };
+const views = { datasets: datasetsView, runs: runsView, workorders: workOrdersView, audit: auditView };
 
 // showFragment shows the view the fragment names, or sign-in when there is no session; it is session.js's route.
 async function showFragment() {
