@@ -9,6 +9,7 @@ import (
 const (
 	RemovalRun       = "run"        // a retention run's part for one dataset; the removal id is the run's
 	RemovalRowDelete = "row-delete" // DELETE /dataSets/{id}/rows/{_id}; the removal id is its Delete event's
+	RemovalWorkOrder = "work-order" // a record-delete work order's part for one dataset; the removal id is the order's
 )
 
 // ManifestPageSize is how many entries a manifest's reader holds at once: a page is read with a database

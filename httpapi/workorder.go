@@ -22,6 +22,11 @@ func (s *Server) workOrderRoutes(g *echo.Group) {
 	g.POST("/workorder", s.createWorkOrder, create)
 	g.GET("/workorder/:WORKORDER_ID", s.getWorkOrder, read)
 	g.PUT("/workorder/:WORKORDER_ID", s.updateWorkOrder, create)
+	if s.manifests != nil {
+		g.GET("/workorder/:WORKORDER_ID/datasets/:datasetId/deleted", func(c echo.Context) error {
+			return s.streamManifest(c, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: c.Param("WORKORDER_ID"), DatasetID: c.Param("datasetId")})
+		}, requireScope(catalog.ScopeAuditRead), s.long)
+	}
 }
 
 // isWorkOrderRoute tells the error handler to add Adobe's work-order error fields (error_code, message).

@@ -180,13 +180,6 @@ func (w *Sweeper) PaceAfter(ctx context.Context, started time.Time) error {
 	return w.pace.after(ctx, started)
 }
 
-// RecordRemovedIDs is recordRemovedIDs for a work order, in a transaction of its own.
-func (db *DB) RecordRemovedIDs(ctx context.Context, workOrderID, datasetID string, store catalog.Store, rows []RemovedRow) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error {
-		return recordRemovedIDs(ctx, tx, removal{removalWorkOrder, workOrderID}, datasetID, store, "work-order", rows, db.now())
-	})
-}
-
 // OrgTableNames lists the tables a move copies, in its order.
 func OrgTableNames() []string {
 	out := make([]string, len(orgTables))

@@ -482,11 +482,16 @@ func identitiesValue(keys []string) any {
 // deleteByIdentitySQL deletes the rows of dataset $1 carrying any of the identity keys $2 (every version: a kept one
 // carries the person too) from a store's parent, restricted to the partitions that hold the dataset's rows (%[2]s),
 // found through each partition's GIN index on identities, and keeps the counters exact as deleteByIDSQL does. It
-// returns the count, up to $4 of the row ids, and the keys that matched.
+// returns the count, up to $4 of the row ids, and the keys that matched. When the store's deletionManifest is on,
+// it lists the rows in work order $5's manifest at $6 (listed), in the same statement, as a delete by _id does.
 const deleteByIdentitySQL = `
 WITH gone AS (
     DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
-    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.identities),
+    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities),
+listed AS (
+    INSERT INTO ` + manifestColumns + `
+    SELECT '` + removalWorkOrder + `', $5, $1, $3, g.row_id, g.ts, NULL, 'work-order', $6 FROM gone g
+    WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $1 AND e.store = $3 AND e.deletion_manifest)),
 counted AS (
     SELECT p.name AS partition_name, g.setting_id, count(*) AS n
     FROM gone g JOIN row_partitions p ON p.store = $3 AND g.placed_expiry >= p.lower_bound
@@ -507,17 +512,18 @@ type identityRemoval struct {
 	matched []string // the keys that matched rows
 }
 
-// deleteRowsByIdentity deletes the dataset's rows carrying any of keys from one store, keeping the counters exact.
+// deleteRowsByIdentity deletes the dataset's rows carrying any of keys from one store for a work order, keeping the
+// counters exact and listing them in the order's deletion manifest when the store keeps one.
 // The caller holds the locks of a delete by _id (lockRows, datasetLockSQL, the hold lock), as deleteRowsByID's do.
-func (rs *rowStore) deleteRowsByIdentity(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store, keys []string) (identityRemoval, error) {
+func (rs *rowStore) deleteRowsByIdentity(ctx context.Context, tx pgx.Tx, workOrderID, datasetID string, store catalog.Store, keys []string, now time.Time) (identityRemoval, error) {
 	var out identityRemoval
 	parts, err := datasetPartitions(ctx, tx, datasetID, store)
 	if err != nil || parts.none() || len(keys) == 0 {
 		return out, err
 	}
 	query := fmt.Sprintf(deleteByIdentitySQL, storeTable(store), parts.sql())
-	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, keys, string(store), maxAuditedIdentities).
-		Scan(&out.n, &out.rowIDs, &out.matched); err != nil {
+	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, keys, string(store), maxAuditedIdentities,
+		workOrderID, now).Scan(&out.n, &out.rowIDs, &out.matched); err != nil {
 		return out, fmt.Errorf("delete rows of %s by identity from %s: %w", datasetID, storeTable(store), err)
 	}
 	return out, nil

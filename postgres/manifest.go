@@ -93,37 +93,6 @@ listed AS (
     SELECT $4, $5, $1, $3, g.row_id, g.ts, NULL, 'row-delete', $6 FROM gone g
     WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $1 AND e.store = $3 AND e.deletion_manifest))`
 
-// RemovedRow is one row a removal took, as its manifest lists it: its _id, its clock (event time, or a record's
-// last write) and, for a row that went because it expired, its expiry.
-type RemovedRow struct {
-	ID        string
-	Timestamp time.Time
-	ExpiresAt *time.Time
-}
-
-// recordRemovedIDs is the seam by which a removal that is not a run nor a delete by _id (a record-delete work order,
-// kind removalWorkOrder) lists the rows it removed of a dataset's store, in tx, the transaction that removes them:
-// it writes them, with reason, when the store's deletionManifest is on, and nothing otherwise. It is one statement
-// whatever the switch says; a removal that already reads the switch may skip the call when it is off.
-func recordRemovedIDs(ctx context.Context, tx pgx.Tx, rm removal, datasetID string, store catalog.Store, reason string, rows []RemovedRow, now time.Time) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	ids, ts, exp := make([]string, len(rows)), make([]time.Time, len(rows)), make([]*time.Time, len(rows))
-	for i, r := range rows {
-		ids[i], ts[i], exp[i] = r.ID, r.Timestamp, r.ExpiresAt
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO `+manifestColumns+`
-SELECT $1, $2, $3, $4, u.row_id, u.ts, u.expires_at, $5, $6
-FROM unnest($7::text[], $8::timestamptz[], $9::timestamptz[]) AS u (row_id, ts, expires_at)
-WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $3 AND e.store = $4 AND e.deletion_manifest)`,
-		rm.kind, rm.id, datasetID, string(store), reason, now, ids, ts, exp)
-	if err != nil {
-		return fmt.Errorf("list the rows %s removed of %s: %w", rm.id, datasetID, err)
-	}
-	return nil
-}
-
 // deletedIf is the dataset alone when it was deleted, else none: listGone's @deleted for one dataset's batch.
 func deletedIf(deleted bool, datasetID string) []string {
 	if deleted {

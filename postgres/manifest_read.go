@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,24 +41,54 @@ const rowDeleteRemoved = `SELECT (e.details->>'rowsDeleted')::bigint AS n FROM a
     WHERE e.id = @uuid::uuid AND e.asset_id = @dataset AND e.org_id = @org AND e.sandbox_name = @sandbox
       AND e.action = 'Delete' AND e.details ? 'rowId'`
 
+// workOrderRemoved is a work order's removed rows of a dataset, from its completed part (written in the transaction
+// of its Delete event, whose rowsDeleted it equals), for a caller of the order's org and sandbox.
+const workOrderRemoved = `SELECT (p.lake_rows + p.profile_rows)::bigint AS n
+    FROM workorder_parts p JOIN workorders w ON w.id = p.workorder_id
+    WHERE p.workorder_id = @id::text AND p.dataset_id = @dataset AND w.org_id = @org AND w.sandbox_name = @sandbox
+      AND p.status = 'completed'`
+
 // OpenManifest implements catalog.ManifestService.
 func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r catalog.Removal) (_ *catalog.Manifest, err error) {
 	defer outage(&err)
-	removed := map[string]string{catalog.RemovalRun: runRemoved, catalog.RemovalRowDelete: rowDeleteRemoved}[r.Kind]
-	field := map[string]string{catalog.RemovalRun: "runId", catalog.RemovalRowDelete: "eventId"}[r.Kind]
+	removed := map[string]string{catalog.RemovalRun: runRemoved, catalog.RemovalRowDelete: rowDeleteRemoved,
+		catalog.RemovalWorkOrder: workOrderRemoved}[r.Kind]
+	field := map[string]string{catalog.RemovalRun: "runId", catalog.RemovalRowDelete: "eventId",
+		catalog.RemovalWorkOrder: "WORKORDER_ID"}[r.Kind]
 	if removed == "" {
 		return nil, fmt.Errorf("no manifest for removals of kind %q", r.Kind)
 	}
-	if !isUUID(r.ID) {
-		return nil, catalog.Invalid("invalid-parameter", field, "%s %q must be a UUID", field, catalog.Clip(r.ID))
+	if !validRemovalID(r) {
+		return nil, catalog.Invalid("invalid-parameter", field, "%s %q must be %s", field, catalog.Clip(r.ID), removalIDShape(r.Kind))
 	}
 	m := &catalog.Manifest{Removal: r}
-	err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID, "uuid": r.ID,
-		"dataset": r.DatasetID, "org": c.Org, "sandbox": c.Sandbox}).Scan(&m.Removed, &m.Listed, &m.Through)
+	args := pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID, "uuid": r.ID, "dataset": r.DatasetID, "org": c.Org, "sandbox": c.Sandbox}
+	if r.Kind == catalog.RemovalWorkOrder {
+		delete(args, "uuid") // its id is text (DI-…), compared as @id
+	}
+	err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), args).Scan(&m.Removed, &m.Listed, &m.Through)
 	if err != nil {
 		return nil, translate(err, fmt.Sprintf("no %s %s removed rows of dataset %s", r.Kind, r.ID, r.DatasetID))
 	}
 	return m, nil
+}
+
+// validRemovalID tells whether a removal's id has its kind's shape: a run's and a Delete event's are UUIDs, a work
+// order's DI- and a UUID.
+func validRemovalID(r catalog.Removal) bool {
+	if r.Kind == catalog.RemovalWorkOrder {
+		id, ok := strings.CutPrefix(r.ID, "DI-")
+		return ok && isUUID(id)
+	}
+	return isUUID(r.ID)
+}
+
+// removalIDShape says, for a refusal, what validRemovalID wants of a kind's id.
+func removalIDShape(kind string) string {
+	if kind == catalog.RemovalWorkOrder {
+		return "DI- followed by a UUID"
+	}
+	return "a UUID"
 }
 
 // ManifestPage implements catalog.ManifestService.

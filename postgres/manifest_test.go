@@ -12,6 +12,7 @@ import (
 
 	"github.com/acme/retention/audit"
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 	"github.com/acme/retention/retention"
 )
@@ -229,28 +230,49 @@ func TestManifestOffCostsNoStatement(t *testing.T) {
 	require.Equal(t, offTotal+drops, onTotal, "the listing before each drop is the only statement the manifest adds")
 }
 
-// The seam a record-delete work order calls lists its rows when the store's manifest is on, and nothing when off.
-func TestRecordRemovedIDsFollowsTheSwitch(t *testing.T) {
+// A record-delete work order lists the rows it removed of a dataset whose store keeps a manifest, in the statement
+// that removes them, and nothing of a dataset with the manifest off; the manifest's count is its part's, which its
+// Delete event reports.
+func TestWorkOrderListsItsRowsInTheManifest(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
 	ctx := context.Background()
 	listed, plain := b.newDataset(t, "listed"), b.newDataset(t, "plain")
 	b.setManifest(t, listed, true)
-	rows := []postgres.RemovedRow{{ID: "a", Timestamp: b.now}, {ID: "b", Timestamp: b.now}}
-	for _, id := range []string{listed, plain} {
-		require.NoError(t, b.db.RecordRemovedIDs(ctx, "wo-1", id, catalog.LakeHouse, rows))
+	ts := "2024-12-30T10:00:00Z"
+	for _, ds := range []string{listed, plain} {
+		b.ingestLines(t, ds, identityLine(ts, "a1", "alice@example.com", true, ""), identityLine(ts, "a2", "alice@example.com", true, ""),
+			identityLine(ts, "b1", "bob@example.com", true, ""))
 	}
-	n := map[string]int{}
-	r, err := b.db.Pool.Query(ctx, `SELECT dataset_id, count(*) FROM deletion_manifests WHERE removal_kind = 'work-order' GROUP BY 1`)
+	id := b.createWorkOrder(t, catalog.AllDatasets, catalog.Identity{Namespace: "email", Value: "alice@example.com"})
+	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
+
+	svc := postgres.NewManifestService(b.db)
+	m, err := svc.OpenManifest(ctx, b.caller, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: id, DatasetID: listed})
 	require.NoError(t, err)
-	for r.Next() {
-		var ds string
-		var c int
-		require.NoError(t, r.Scan(&ds, &c))
-		n[ds] = c
+	require.Equal(t, int64(2), m.Removed)
+	require.Equal(t, int64(2), m.Listed)
+	entries, err := svc.ManifestPage(ctx, m, 0, 100)
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range entries {
+		require.Equal(t, "work-order", e.Reason)
+		ids = append(ids, e.ID)
 	}
-	require.NoError(t, r.Err())
-	require.Equal(t, map[string]int{listed: 2}, n)
+	slices.Sort(ids)
+	require.Equal(t, []string{"a1", "a2"}, ids)
+
+	m, err = svc.OpenManifest(ctx, b.caller, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: id, DatasetID: plain})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), m.Removed, "the rows are counted")
+	require.Zero(t, m.Listed, "and not listed: the manifest is off")
+
+	_, err = svc.OpenManifest(ctx, b.caller, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: "not-an-order", DatasetID: listed})
+	require.ErrorContains(t, err, "DI- followed by a UUID")
+	other := *b.caller
+	other.Org = "OTHER@AdobeOrg"
+	_, err = svc.OpenManifest(ctx, &other, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: id, DatasetID: listed})
+	require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "another org's order is missing")
 }
 
 // Manifests are kept as long as the run history: the history cleaner removes a run's manifest with the run, and

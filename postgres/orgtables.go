@@ -40,6 +40,8 @@ var orgTables = []orgTable{
 	{name: "dataset_holds", scope: byDataset},
 	{name: "dataset_expirations", scope: byOrg},
 	{name: "dataset_expiration_history", scope: byExpiring},
+	{name: "workorders", scope: byOrg},
+	{name: "workorder_parts", scope: `t.workorder_id IN (SELECT w.id FROM workorders w WHERE w.org_id = {org})`},
 	{name: "retention_runs", scope: `t.org_id = {org} OR t.id IN (SELECT rd.run_id FROM retention_run_datasets rd WHERE rd.org_id = {org})`,
 		shared: true, removal: byOrg},
 	{name: "retention_run_datasets", scope: byOrg},

@@ -191,7 +191,7 @@ func (r *WorkOrderRunner) removePart(ctx context.Context, tx pgx.Tx, w *catalog.
 	var total int64
 	var rowIDs, matched []string
 	for _, store := range catalog.Stores {
-		res, err := r.db.rows.deleteRowsByIdentity(ctx, tx, ds.ID, store, keys)
+		res, err := r.db.rows.deleteRowsByIdentity(ctx, tx, w.ID, ds.ID, store, keys, now)
 		if err != nil {
 			return err
 		}
