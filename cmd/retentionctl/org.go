@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -48,6 +49,11 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	case *mapFile == "" || *socket == "":
 		return errors.New("-cells-map and -cells-socket (or CELLS_MAP and CELLS_SOCKET) are required: the move switches the org's route")
 	}
+	// The proxy names its map by the absolute path it loaded, and the runtime API takes no other name for it.
+	absMap, err := filepath.Abs(*mapFile)
+	if err != nil {
+		return fmt.Errorf("-cells-map %s: %w", *mapFile, err)
+	}
 	source, target, err := openCells(ctx, *from, *to, env, errOut)
 	if err != nil {
 		return err
@@ -55,7 +61,7 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	defer source.Close()
 	defer target.Close()
 	move := &postgres.OrgMove{Org: *org, Source: source, Target: target, TargetCell: *cell,
-		Router: &cells.Router{MapFile: *mapFile, Socket: *socket}, RunWait: *runWait,
+		Router: &cells.Router{MapFile: absMap, Socket: *socket}, RunWait: *runWait,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, "retentionctl: "+format+"\n", args...) }}
 	started := time.Now()
 	rep, err := move.Run(ctx)

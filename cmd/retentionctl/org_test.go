@@ -92,9 +92,16 @@ func buildCtl(t *testing.T) string {
 // startMove starts `retentionctl org move` as a process.
 func (c *moveCells) startMove(t *testing.T, bin string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return c.startMoveIn(t, bin, "", c.router.MapFile)
+}
+
+// startMoveIn starts `retentionctl org move` as a process in folder dir, naming the map file as mapFile.
+func (c *moveCells) startMoveIn(t *testing.T, bin, dir, mapFile string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "org", "move", "-org", moveOrg, "-from", c.srcURL, "-to", c.dstURL, "-to-cell", "b",
-		"-cells-map", c.router.MapFile, "-cells-socket", c.router.Socket)
+		"-cells-map", mapFile, "-cells-socket", c.router.Socket)
+	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	return cmd, &out
@@ -203,6 +210,16 @@ func TestOrgMoveKilledResumes(t *testing.T) {
 		c.waitMoveLockFree(t)
 		require.Zero(t, c.count(t, c.dst, `SELECT count(*) FROM datasets WHERE org_id = $1`), "a killed copy leaves nothing on the target")
 		cmd, out := c.startMove(t, bin)
+		require.NoError(t, cmd.Wait(), out.String())
+		c.requireMoved(t, out.String())
+	})
+
+	// The proxy knows its map by the absolute path it loaded; a relative -cells-map, as typed in the map's folder,
+	// names the same file (it once made the switch fail with "Unknown map identifier" and leave writes fenced).
+	t.Run("WithARelativeMapPath", func(t *testing.T) {
+		t.Parallel()
+		c := setupMoveCells(t)
+		cmd, out := c.startMoveIn(t, bin, filepath.Dir(c.router.MapFile), filepath.Base(c.router.MapFile))
 		require.NoError(t, cmd.Wait(), out.String())
 		c.requireMoved(t, out.String())
 	})
