@@ -13,6 +13,11 @@ const (
 	ScopeRetentionHold = "retention.hold"
 )
 
+// AllScopes lists every scope the service checks, for the development tokens that grant them all (retentiond --dev,
+// retentionctl token, make run-cells): a scope added to the service is added here, or those tokens lack it.
+var AllScopes = []string{ScopeDatasetsRead, ScopeDatasetsManage, ScopeAuditRead, ScopeRetentionRun, ScopeRetentionHold,
+	ScopeWorkOrdersManage}
+
 // DefaultSandbox is the sandbox of a request that names none, as the seed's own PATCH requests do.
 const DefaultSandbox = "prod"
 

@@ -19,8 +19,7 @@ func runToken(args []string, env getenv, out io.Writer) error {
 	org := fs.String("org", defaultOrg, "the org the token acts in (its org claim)")
 	sub := fs.String("sub", devUser, "the user (sub claim)")
 	client := fs.String("client", devClient, "the client id (client_id claim)")
-	scope := fs.String("scope", strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage,
-		catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}, " "), "space-separated scopes")
+	scope := fs.String("scope", strings.Join(catalog.AllScopes, " "), "space-separated scopes")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	if err := fs.Parse(args); err != nil {
 		return errUsage

@@ -20,7 +20,7 @@ func printDevWelcome(out io.Writer, secret, base, org string, datasets []*catalo
 	token, err := httpapi.MintToken(secret, httpapi.Claims{
 		RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 		Org:              org, ClientID: "retentionctl-dev",
-		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}, " "),
+		Scope: strings.Join(catalog.AllScopes, " "),
 	})
 	if err != nil {
 		return err

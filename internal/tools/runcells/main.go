@@ -272,7 +272,7 @@ func banner(out io.Writer, proxy *cells.Proxy, base string, cs []*cell) error {
 		token, err := httpapi.MintToken(config.DevSecret, httpapi.Claims{
 			RegisteredClaims: jwt.RegisteredClaims{Subject: "dev@acme.example", ExpiresAt: jwt.NewNumericDate(time.Now().Add(24 * time.Hour))},
 			Org:              c.org, ClientID: "retentionctl-dev",
-			Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun, catalog.ScopeRetentionHold}, " "),
+			Scope: strings.Join(catalog.AllScopes, " "),
 		})
 		if err != nil {
 			return err
