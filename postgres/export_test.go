@@ -204,3 +204,23 @@ func OrgRowCounts(ctx context.Context, db *DB, org string) (map[string]int64, er
 	}
 	return out, nil
 }
+
+// IdentityDeletePlan is EXPLAIN (FORMAT JSON) of a work order's delete of the dataset's rows of a store carrying any
+// of keys, planned with sequential scans disabled: a plan without a sequential scan shows that the statement can
+// find the rows through the identities indexes, whatever the table's size makes the planner prefer.
+func (db *DB) IdentityDeletePlan(ctx context.Context, datasetID string, store catalog.Store, keys []string) (string, error) {
+	var plan string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		parts, err := datasetPartitions(ctx, tx, datasetID, store)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+			return err
+		}
+		query := fmt.Sprintf(deleteByIdentitySQL, storeTable(store), parts.sql())
+		return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query, datasetID, keys, string(store), maxAuditedIdentities,
+			"DI-plan", db.now()).Scan(&plan)
+	})
+	return plan, err
+}

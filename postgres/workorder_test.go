@@ -136,6 +136,27 @@ func TestWorkOrderErasesAPersonFromEveryDataset(t *testing.T) {
 	require.True(t, report.Valid)
 }
 
+// TestWorkOrderFindsRowsThroughTheIdentitiesIndex: in a dataset of 3,000 rows of which one is the person's, the
+// delete of an order reaches the person's rows through the partition's identities index (partial since migration
+// 0017: only the rows carrying identities are in it), not through the dataset's 3,000 rows nor a scan.
+func TestWorkOrderFindsRowsThroughTheIdentitiesIndex(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	ds := b.newDataset(t, "indexed")
+	lines := []string{identityLine("2024-12-30T10:00:00Z", "alice", "alice@example.com", true, "")}
+	for i := range 3000 {
+		lines = append(lines, fmt.Sprintf(`{"timestamp":"2024-12-30T11:00:00Z","_id":"r%d"}`, i))
+	}
+	b.ingestLines(t, ds, lines...)
+	_, err := b.db.Pool.Exec(ctx, `ANALYZE lake_rows`)
+	require.NoError(t, err)
+	plan, err := b.db.IdentityDeletePlan(ctx, ds, catalog.LakeHouse, []string{"email:alice@example.com"})
+	require.NoError(t, err)
+	require.NotContains(t, plan, `"Seq Scan"`, "no partition is scanned whole")
+	require.Contains(t, plan, "identities_idx", "the rows are found through the identities index")
+}
+
 // TestWorkOrderOfADeletedDatasetFails: the one dataset an order names is deleted before the order runs; it fails
 // with that reason, and its identities are erased.
 func TestWorkOrderOfADeletedDatasetFails(t *testing.T) {

@@ -1,0 +1,4 @@
+DROP INDEX lake_rows_identities_idx;
+DROP INDEX profile_rows_identities_idx;
+CREATE INDEX lake_rows_identities_idx ON lake_rows USING gin (identities);
+CREATE INDEX profile_rows_identities_idx ON profile_rows USING gin (identities);
