@@ -25,18 +25,27 @@ var outageStates = map[string]bool{
 // broke, the server is shutting down or out of connections) into catalog.EUNAVAILABLE, which callers answer with
 // "retry later" rather than as a bug. A caller's own cancellation and every other error pass unchanged.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
+		return nil
+	}
+	// A connection that could not be made within its connect_timeout is an outage too (a server that accepts TCP
+	// and never answers: seen when a test's dead port was taken by another listener), though the error wraps
+	// context.DeadlineExceeded; only a caller's own cancellation passes unchanged.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) && !errors.Is(err, context.Canceled) {
+		return catalog.Unavailable(err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	var de *catalog.Error
 	if errors.As(err, &de) {
 		return err
 	}
-	var connectErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
 	var netErr net.Error
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
 	case errors.As(err, &pgErr):
 		if !outageStates[pgErr.Code] && !strings.HasPrefix(pgErr.Code, "08") { // class 08: connection exception
 			return err
