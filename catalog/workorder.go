@@ -294,6 +294,38 @@ type WorkOrderService interface {
 	UpdateWorkOrder(ctx context.Context, c *Caller, id string, u WorkOrderUpdate) (*WorkOrder, error)
 	// IdentityQuotas returns the org's daily and monthly identity quotas with what its accepted orders consumed.
 	IdentityQuotas(ctx context.Context, c *Caller) ([]Quota, error)
+	// PreviewWorkOrder counts, without deleting or storing anything, the rows an order with these identities and
+	// datasets would remove if it ran now. ENOTFOUND for a dataset missing in the caller's sandbox; EINVALID
+	// (preview-over-budget) when the count takes longer than WorkOrderPreviewBudget.
+	PreviewWorkOrder(ctx context.Context, c *Caller, create WorkOrderCreate) (*WorkOrderPreview, error)
+}
+
+// WorkOrderPreviewBudget is the longest a work order's preview counts before it is refused: it reads every
+// partition's identities index with up to MaxWorkOrderIdentities keys, as the order's deletes will.
+const WorkOrderPreviewBudget = 10 * time.Second
+
+// WorkOrderPreview is what an order would remove if it ran at At: the rows of each dataset in its scope carrying
+// one of its identities, every version of a record included, as the order's parts count them.
+type WorkOrderPreview struct {
+	At            time.Time
+	DatasetID     string // the order's: a dataset's id, or AllDatasets
+	IdentityCount int
+	// DatasetCount is the datasets in the order's scope now.
+	DatasetCount int
+	// RowCount is the rows of every dataset and store the order would remove.
+	RowCount int64
+	// Datasets are the datasets holding matching rows, by name (an order on one dataset lists it even with none).
+	Datasets []WorkOrderPreviewDataset
+}
+
+// WorkOrderPreviewDataset is one dataset's share of a preview.
+type WorkOrderPreviewDataset struct {
+	DatasetID   string
+	DatasetName string
+	RowCount    int64
+	Stores      map[Store]int64
+	// HeldBy names the hold that would keep these rows, as a waiting part's reason does ("" when none).
+	HeldBy string
 }
 
 // NewWorkOrderID returns a fresh order id, DI- and a UUID, as Adobe's.

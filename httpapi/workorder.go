@@ -20,6 +20,7 @@ func (s *Server) workOrderRoutes(g *echo.Group) {
 	read, create := requireScope(catalog.ScopeDatasetsRead), requireScope(catalog.ScopeWorkOrdersManage)
 	g.GET("/workorder", s.listWorkOrders, read, s.listing)
 	g.POST("/workorder", s.createWorkOrder, create)
+	g.POST("/workorder/preview", s.previewWorkOrder, create, s.long)
 	g.GET("/workorder/:WORKORDER_ID", s.getWorkOrder, read)
 	g.PUT("/workorder/:WORKORDER_ID", s.updateWorkOrder, create)
 	if s.manifests != nil {

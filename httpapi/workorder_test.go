@@ -232,3 +232,47 @@ func TestWorkOrderTenancyAndScopes(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkOrderPreview: the preview of an order counts the rows of its identities per dataset and store, creates
+// nothing, takes the scope that creates orders, refuses what POST /workorder refuses, and sees only the caller's
+// sandbox.
+func TestWorkOrderPreview(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{name: "people"})
+	ts := b.now.Add(-time.Hour).UTC().Format(time.RFC3339)
+	b.ingest(t, id, fmt.Sprintf(`{"timestamp":%q,"identityMap":{"email":[{"id":"alice@example.com"}]}}
+{"timestamp":%q,"identityMap":{"email":[{"id":"ALICE@example.com"}]}}
+{"timestamp":%q,"identityMap":{"email":[{"id":"bob@example.com"}]}}`, ts, ts, ts))
+	preview := func(headers map[string]string, body any) *response {
+		return b.do(t, request{method: http.MethodPost, path: "/data/core/hygiene/workorder/preview", body: body, headers: headers})
+	}
+
+	resp := preview(nil, workOrderBody("ALL", "Alice@Example.com"))
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	doc := resp.json(t)
+	require.Equal(t, map[string]any{"datasetId": "ALL", "identityCount": float64(1), "datasetCount": float64(1), "rowCount": float64(2)},
+		pick(doc, "datasetId", "identityCount", "datasetCount", "rowCount"))
+	require.Equal(t, []any{map[string]any{"datasetId": id, "datasetName": "people", "rowCount": float64(2),
+		"stores": map[string]any{"adobe_lakeHouse": float64(2), "adobe_unifiedProfile": float64(0)}}}, doc["datasets"])
+	list := b.hygiene(t, request{method: http.MethodGet, path: "/workorder"})
+	require.Equal(t, float64(0), list.json(t)["total"], "a preview creates no order")
+
+	t.Run("RefusesWhatCreatingRefuses", func(t *testing.T) {
+		body := workOrderBody(id, "a@example.com")
+		body["action"] = "delete_dataset"
+		requireRefusal(t, preview(nil, body), http.StatusBadRequest, "invalid-action", "action")
+	})
+	t.Run("TakesTheCreatingScope", func(t *testing.T) {
+		read := map[string]string{"Authorization": "Bearer " + mintToken(t, b.org, []string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage}, time.Hour)}
+		requireRefusal(t, preview(read, workOrderBody("ALL", "alice@example.com")), http.StatusForbidden, "missing-scope", "scope")
+	})
+	t.Run("AnotherOrg", func(t *testing.T) {
+		other := newOrg()
+		headers := map[string]string{"x-gw-ims-org-id": other, "Authorization": "Bearer " + mintToken(t, other, allScopes, time.Hour)}
+		require.Equal(t, http.StatusNotFound, preview(headers, workOrderBody(id, "alice@example.com")).status)
+		resp := preview(headers, workOrderBody("ALL", "alice@example.com"))
+		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+		require.Equal(t, float64(0), resp.json(t)["rowCount"], "another org counts none of this org's rows")
+	})
+}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +27,8 @@ type WorkOrderLimits struct {
 	DailyQuota   int // identities an org's accepted orders may name in a UTC day
 	MonthlyQuota int // identities in a UTC month
 	InFlight     int // open orders an org may have
+	// PreviewBudget is the longest a preview counts (catalog.WorkOrderPreviewBudget when zero).
+	PreviewBudget time.Duration
 }
 
 func (l WorkOrderLimits) withDefaults() WorkOrderLimits {
@@ -36,6 +40,9 @@ func (l WorkOrderLimits) withDefaults() WorkOrderLimits {
 	}
 	if l.InFlight <= 0 {
 		l.InFlight = catalog.DefaultWorkOrdersInFlight
+	}
+	if l.PreviewBudget <= 0 {
+		l.PreviewBudget = catalog.WorkOrderPreviewBudget
 	}
 	return l
 }
@@ -254,6 +261,10 @@ func (s *WorkOrderService) FindWorkOrders(ctx context.Context, c *catalog.Caller
 		dir := "ASC"
 		if f.Desc {
 			dir = "DESC"
+		}
+		if !slices.Contains(slices.Collect(maps.Values(catalog.WorkOrderOrders)), f.OrderBy) {
+			// The column is spliced: only WorkOrderOrders' are; a filter without one is sorted as the API's default.
+			f.OrderBy, dir = "created_at", "DESC"
 		}
 		args = append(args, f.Limit, f.Page*f.Limit)
 		query := `SELECT ` + workOrderColumns + workOrderFrom + ` WHERE ` + where + ` ORDER BY w.` + f.OrderBy + ` ` + dir +

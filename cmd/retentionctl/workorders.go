@@ -60,24 +60,24 @@ func (f *identityFlags) Set(v string) error {
 	return nil
 }
 
-const workOrdersUsage = "usage: retentionctl workorders create -dataset ID|ALL -name NAME (-identity NS:VALUE ... | -file IDS.json) [-description D] [-wait] | list [-status S,...] | show ID | hash NAMESPACE VALUE"
+const workOrdersUsage = "usage: retentionctl workorders create -dataset ID|ALL -name NAME (-identity NS:VALUE ... | -file IDS.json) [-description D] [-wait] | preview -dataset ID|ALL (-identity NS:VALUE ... | -file IDS.json) | list [-status S,...] | show ID | hash NAMESPACE VALUE"
 
 // runWorkOrders creates, lists and shows record-delete work orders through the API, so that it obeys the same
 // rules, scopes and audit as any client; hash prints the keyed hash an audit event names an identity by.
 func runWorkOrders(ctx context.Context, args []string, env getenv, out io.Writer) error {
-	if len(args) == 0 || !slices.Contains([]string{"create", "list", "show", "hash"}, args[0]) {
+	if len(args) == 0 || !slices.Contains([]string{"create", "preview", "list", "show", "hash"}, args[0]) {
 		fmt.Fprintln(out, workOrdersUsage)
 		return errUsage
 	}
 	fs := flag.NewFlagSet("workorders "+args[0], flag.ContinueOnError)
 	org, sandbox := tenantFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	dataset := fs.String("dataset", "", "with create: the dataset to erase from, or ALL for every dataset of the sandbox")
+	dataset := fs.String("dataset", "", "with create and preview: the dataset to erase from, or ALL for every dataset of the sandbox")
 	name := fs.String("name", "", "with create: the order's display name")
 	description := fs.String("description", "", "with create: a description")
 	var identities identityFlags
-	fs.Var(&identities, "identity", "with create: an identity, NAMESPACE:VALUE (email:alice@example.com); repeat it")
-	file := fs.String("file", "", `with create: a JSON file of identities in Adobe's upload format, [{"namespaceCode":"email","value":"…"}]`)
+	fs.Var(&identities, "identity", "with create and preview: an identity, NAMESPACE:VALUE (email:alice@example.com); repeat it")
+	file := fs.String("file", "", `with create and preview: a JSON file of identities in Adobe's upload format, [{"namespaceCode":"email","value":"…"}]`)
 	wait := fs.Bool("wait", false, "with create: wait until the order completes, fails, or waits for a held dataset (ingested), at most 5 minutes")
 	status := fs.String("status", "", "with list: only these statuses (received, validated, submitted, ingested, completed, failed; comma-separated)")
 	limit := fs.Int("limit", 25, "with list: how many, 1 to 100")
@@ -93,18 +93,16 @@ func runWorkOrders(ctx context.Context, args []string, env getenv, out io.Writer
 	}
 	var w workOrder
 	switch args[0] {
-	case "create":
+	case "create", "preview":
 		if *file != "" {
 			if identities, err = readIdentityFile(*file, identities); err != nil {
 				return err
 			}
 		}
-		body := map[string]any{"action": "delete_identity", "datasetId": *dataset, "displayName": *name,
-			"namespacesIdentities": groupIdentities(identities)}
-		if *description != "" {
-			body["description"] = *description
+		if args[0] == "preview" {
+			return previewWorkOrder(ctx, client, out, orderBody(*dataset, "preview", "", identities), *asJSON)
 		}
-		if err := client.do(ctx, http.MethodPost, workOrdersPath, body, &w); err != nil {
+		if err := client.do(ctx, http.MethodPost, workOrdersPath, orderBody(*dataset, *name, *description, identities), &w); err != nil {
 			return err
 		}
 		if *wait {
@@ -139,6 +137,52 @@ func runWorkOrders(ctx context.Context, args []string, env getenv, out io.Writer
 		return err
 	}
 	return printWorkOrders(out, page.Results, *asJSON)
+}
+
+// orderBody is a POST /workorder body (and a preview's).
+func orderBody(dataset, name, description string, identities identityFlags) map[string]any {
+	body := map[string]any{"action": "delete_identity", "datasetId": dataset, "displayName": name,
+		"namespacesIdentities": groupIdentities(identities)}
+	if description != "" {
+		body["description"] = description
+	}
+	return body
+}
+
+// workOrderPreview is POST /workorder/preview's answer.
+type workOrderPreview struct {
+	DatasetCount int   `json:"datasetCount"`
+	RowCount     int64 `json:"rowCount"`
+	Datasets     []struct {
+		DatasetID   string           `json:"datasetId"`
+		DatasetName string           `json:"datasetName"`
+		RowCount    int64            `json:"rowCount"`
+		Stores      map[string]int64 `json:"stores"`
+		HeldBy      string           `json:"heldBy,omitempty"`
+	} `json:"datasets"`
+}
+
+// previewWorkOrder prints what the order in body would delete now, per dataset, and in all.
+func previewWorkOrder(ctx context.Context, client *apiClient, out io.Writer, body map[string]any, asJSON bool) error {
+	var p workOrderPreview
+	if err := client.do(ctx, http.MethodPost, workOrdersPath+"/preview", body, &p); err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(out, p)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tROWS\tLAKE\tPROFILE\tHELD BY")
+	for _, d := range p.Datasets {
+		fmt.Fprintf(tw, "%s (%s)\t%d\t%d\t%d\t%s\n", termSafe(d.DatasetName), termSafe(d.DatasetID), d.RowCount,
+			d.Stores[string(catalog.LakeHouse)], d.Stores[string(catalog.Profile)], termSafe(d.HeldBy))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "%d %s in %d of the %d %s the order covers\n", p.RowCount, plural(int(min(p.RowCount, 2)), "row", "rows"),
+		len(p.Datasets), p.DatasetCount, plural(p.DatasetCount, "dataset", "datasets"))
+	return err
 }
 
 // printIdentityHash prints catalog.IdentityHash of NAMESPACE VALUE under RETENTION_IDENTITY_HASH_KEY (the

@@ -47,6 +47,10 @@ func TestWorkOrdersCommands(t *testing.T) {
 	require.NoError(t, err)
 	env := map[string]string{"RETENTION_URL": srv.URL, "AUTH_HS256_SECRET": secret}
 
+	preview := mustCtl(t, env, "workorders", "preview", "-org", c.Org, "-dataset", "ALL", "-identity", "email:Alice@Example.com")
+	require.Contains(t, preview, "loyalty ("+ds.ID+")  1     1     0", "the dataset's one row of Alice, in the lake")
+	require.Contains(t, preview, "1 row in 1 of the 1 dataset the order covers")
+
 	out := mustCtl(t, env, "workorders", "create", "-org", c.Org, "-dataset", ds.ID, "-name", "erase alice", "-identity", "email:Alice@Example.com")
 	require.Contains(t, out, "received")
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]

@@ -1,6 +1,7 @@
 // Record deletes: Adobe's record-delete work orders (GET/POST /data/core/hygiene/workorder, GET /workorder/{id},
 // the identity quotas of GET /quota). A form creates an order from typed identities or an uploaded JSON list in
-// Adobe's upload format, after a confirmation naming the datasets and their rows; the list pages the orders; an
+// Adobe's upload format, after a confirmation counting the rows it would delete per dataset (POST
+// /workorder/preview); the list pages the orders; an
 // order's page shows its parts per dataset and store, polled while the order is open.
 
 import { api, can, problemText } from './session.js';
@@ -14,7 +15,7 @@ export const ordersPageSize = 20;
 export const maxIdentities = 100000;
 /** The largest upload read: the API's largest POST /workorder body (httpapi.MaxWorkOrderBody, 16 MiB). */
 export const maxUploadBytes = 16 << 20;
-// The datasets the confirmation names one by one; an ALL order beyond them is said in words.
+// The datasets the form offers by name; an ALL order covers every one.
 const previewDatasets = 100;
 const base = '/data/core/hygiene';
 const openStatuses = ['received', 'validated', 'submitted', 'ingested'];
@@ -242,25 +243,18 @@ async function datasetOptions(select) {
   for (const [id, ds] of Object.entries(resp.data || {})) select.append(h('option', { value: id }, ds.name));
 }
 
-// previewRows is what the confirmation names per dataset: its name and the rows it stores now (the data lake's
-// count; the profile store holds a copy of some of them), the most the order can delete there. The API counts no
-// match before the order runs (an identity is matched through its index in the deleting transaction), so the rows
-// of these identities are a part of these, and the dialog says so.
-async function previewRows(datasetId) {
-  const path = datasetId === 'ALL'
-    ? `/dataSets?${new URLSearchParams({ limit: String(previewDatasets), orderBy: 'name' })}`
-    : `/dataSets/${encodeURIComponent(datasetId)}`;
-  const resp = await api(path);
+// previewRows asks the API what the order would delete now (POST /workorder/preview): per dataset holding rows
+// of its identities, the rows of both stores, and the hold that would keep them; nothing is created.
+async function previewRows(order) {
+  const resp = await api(`${base}/workorder/preview`, { method: 'POST', body: order });
   if (!resp.ok) return { error: problemText(resp) };
-  const list = Object.entries(resp.data || {}).map(([id, ds]) => ({ id, name: ds.name,
-    rows: (((ds.extensions || {}).adobe_lakeHouse || {}).metrics || {}).rowCount }));
-  return { list, more: list.length === previewDatasets };
+  return resp.data;
 }
 
 // confirm opens the dialog naming what will be deleted; its Delete button sends the order and opens its page.
 async function confirm(dialog, order, n, datasetText) {
   const opener = document.activeElement;
-  const p = await previewRows(order.datasetId);
+  const p = await previewRows(order);
   const error = h('p', { className: 'error', id: 'wo-confirm-error', role: 'alert' });
   const send = h('button', { type: 'button', className: 'primary', id: 'wo-send', onclick: async () => {
     send.disabled = true;
@@ -276,17 +270,25 @@ async function confirm(dialog, order, n, datasetText) {
   dialog.replaceChildren(
     h('h2', { id: 'wo-confirm-title' }, `Delete “${order.displayName}”?`),
     h('p', { id: 'wo-confirm-summary' }, `Every row carrying one of ${count(n)} ${n === 1 ? 'identity' : 'identities'} (${summaryOf(order)}) will be deleted from ${scope}, in the data lake and the profile store. This cannot be undone; a held dataset keeps its rows until its holds are released.`),
-    p.error ? h('p', { className: 'error' }, `The datasets could not be read: ${p.error}`) : h('div', { className: 'table-wrap' }, h('table', { className: 'inventory', id: 'wo-preview' },
-      h('caption', {}, 'Datasets the order covers, with the rows each holds now: the rows of these identities are among them'),
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Dataset'), h('th', { scope: 'col', className: 'num' }, 'Rows stored now'))),
-      h('tbody', {}, p.list.map((d) => h('tr', { 'data-id': d.id },
-        h('th', { scope: 'row' }, d.name), h('td', { className: 'num' }, count(d.rows))))))),
-    h('p', { className: 'hint', id: 'wo-preview-more', hidden: !p.more }, `The first ${count(previewDatasets)} datasets by name are listed; the order covers every one.`),
+    p.error ? h('p', { className: 'error', id: 'wo-preview-error' }, `The rows could not be counted: ${p.error}`) : previewTable(p),
     error,
     h('div', { className: 'actions' }, cancel, send));
   dialog.addEventListener('close', () => { if (opener && opener.isConnected) opener.focus(); }, { once: true });
   dialog.showModal();
   cancel.focus();
+}
+
+// previewTable is the confirmation's count: the rows the order would delete now, in all and per dataset.
+function previewTable(p) {
+  const datasets = p.datasetCount === 1 ? 'the 1 dataset' : `${count(p.datasetCount)} datasets`;
+  return h('div', {},
+    h('p', { id: 'wo-preview-total' }, `${count(p.rowCount)} ${p.rowCount === 1 ? 'row carries' : 'rows carry'} these identities now in ${datasets} the order covers. Rows stored after this count are deleted too, if the order has not yet run.`),
+    p.datasets.length === 0 ? [] : h('div', { className: 'table-wrap' }, h('table', { className: 'inventory', id: 'wo-preview' },
+      h('caption', {}, 'Rows the order would delete now, per dataset (data lake and profile store)'),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Dataset'), h('th', { scope: 'col', className: 'num' }, 'Rows to delete'), h('th', { scope: 'col' }, 'Held'))),
+      h('tbody', {}, p.datasets.map((d) => h('tr', { 'data-id': d.datasetId },
+        h('th', { scope: 'row' }, d.datasetName), h('td', { className: 'num' }, count(d.rowCount)),
+        h('td', { className: 'held' }, d.heldBy ? d.heldBy : '—')))))));
 }
 
 // summaryOf names the identities by namespace: "2 email, 1 ECID".
