@@ -24,7 +24,8 @@ import (
 // a real `retentiond --dev` and compares what each command prints with what the README says it prints. The format,
 // also described in the README's Development section:
 //
-//   - A ```sh block runs, unless the line before its fence is readmeSkip (for `make` targets, Docker, benchmarks).
+//   - A ```sh block runs, unless the line before its fence is readmeSkip (for `make` targets, Docker, benchmarks)
+//     or readmeRunCells (run by TestMakeRunCells against `make run-cells` instead).
 //   - Each `## ` section runs in a bash of its own, in order, so its variables are its own; every section starts
 //     with the tour's TOKEN, ORG and H lines (readmePreamble), run as printed.
 //   - A command is a line, with the lines it continues onto (ending in \, | or &&). It must exit 0.
@@ -36,6 +37,10 @@ import (
 
 // readmeSkip, on the line before a block's fence, keeps the test from running the block.
 const readmeSkip = "<!-- readme-test: skip -->"
+
+// readmeRunCells, on the line before a block's fence, has TestMakeRunCells run the block against `make run-cells`
+// (runcells_test.go), and TestReadmeRunsAsPrinted skip it, as it skips any block with a readme-test mark.
+const readmeRunCells = "<!-- readme-test: make run-cells -->"
 
 // readmePreamble picks, from the tour's first block, the lines every section starts with.
 var readmePreamble = regexp.MustCompile(`^(export TOKEN=|export ORG=|H=\()`)
@@ -59,9 +64,23 @@ func continues(line string) bool {
 	return strings.HasSuffix(l, `\`) || strings.HasSuffix(l, "|") || strings.HasSuffix(l, "&&")
 }
 
-// parseReadme reads the README's runnable blocks, section by section.
+// parseReadme reads the README's runnable blocks, section by section: those with no readme-test mark.
 func parseReadme(t *testing.T, text string) []*readmeSection {
 	t.Helper()
+	return parseReadmeMarked(t, text, "")
+}
+
+// parseReadmeMarked is parseReadme for the blocks with the given mark on the line before their fence, or, when mark
+// is "", for the blocks with none.
+func parseReadmeMarked(t *testing.T, text, mark string) []*readmeSection {
+	t.Helper()
+	skipped := func(prev string) bool {
+		prev = strings.TrimSpace(prev)
+		if mark == "" {
+			return strings.HasPrefix(prev, "<!-- readme-test:")
+		}
+		return prev != mark
+	}
 	var sections []*readmeSection
 	var section *readmeSection
 	var inBlock, skip, pending bool
@@ -74,7 +93,7 @@ func parseReadme(t *testing.T, text string) []*readmeSection {
 			section = &readmeSection{title: strings.TrimPrefix(line, "## ")}
 			sections = append(sections, section)
 		case !inBlock && line == "```sh":
-			inBlock, skip, pending, cmd = true, strings.TrimSpace(prev) == readmeSkip, false, nil
+			inBlock, skip, pending, cmd = true, skipped(prev), false, nil
 		case inBlock && line == "```":
 			require.False(t, pending, "README.md:%d: the block ends inside a command", n)
 			inBlock = false
@@ -252,6 +271,7 @@ func TestReadmeFormat(t *testing.T) {
 	sample := strings.Join([]string{
 		"## One", "```sh", "A=$(echo a \\", "  b)", "echo $A", "#=> a b", "#   prose", "", "echo x |", "  tr x y", "#=> …y", "```",
 		readmeSkip, "```sh", "make run", "```", "## Two", "```sh", "# a comment", "echo z", "```",
+		readmeRunCells, "```sh", "echo cells", "```",
 	}, "\n")
 	sections := parseReadme(t, sample)
 	require.Len(t, sections, 2)
@@ -262,6 +282,11 @@ func TestReadmeFormat(t *testing.T) {
 	require.Equal(t, []string{"…y"}, sections[0].commands[2].expect)
 	require.Len(t, sections[1].commands, 1)
 	require.Nil(t, sections[1].commands[0].expect)
+	marked := parseReadmeMarked(t, sample, readmeRunCells)
+	require.Len(t, marked, 2)
+	require.Empty(t, marked[0].commands)
+	require.Len(t, marked[1].commands, 1)
+	require.Equal(t, "echo cells", marked[1].commands[0].text)
 
 	require.Empty(t, matchOutput([]string{`{"a":…,"b":2}`}, `{"a":[1],"b":2}`))
 	require.Contains(t, matchOutput([]string{`{"a":…,"b":2}`}, `{"a":[1],"b":3}`), "line 1 is")

@@ -75,9 +75,7 @@ func StartProxy(ctx context.Context, cfg ProxyConfig) (*Proxy, error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	// A group of its own: a Ctrl-C in the terminal reaches the process that started the proxy, which stops it in
-	// its turn (make run-cells: after the cells), not the proxy itself first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = proxyAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start haproxy: %w", err)
 	}

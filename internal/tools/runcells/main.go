@@ -8,7 +8,9 @@
 // the checkout's .data/cells/a and .data/cells/b (as `make run` picks its folder), and are kept between runs, as is
 // the org -> cell map .data/cells/orgs.map (first copied from deploy/cells/orgs.map). The proxy listens on HTTP_ADDR
 // (default 127.0.0.1:8080, where `make run` listens: run one or the other). Ctrl-C stops the proxy, both retentiond
-// and both PostgreSQL clusters.
+// and both PostgreSQL clusters. Before it starts anything it takes the checkout's run-cells lock (a second run in
+// the checkout stops there) and checks that the proxy's address is free. Killed (kill -9), it takes its retentiond
+// and proxy along (the kernel signals them); its PostgreSQL servers stay, and the next run takes them over.
 package main
 
 import (
@@ -17,11 +19,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,6 +82,15 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}
 	retentiond := filepath.Join(filepath.Dir(exe), "retentiond")
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lock, err := lockRun(base)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // after stopCells: the next run waits for everything to stop
+	addr, err := proxyAddr(ctx)
+	if err != nil {
+		return err
+	}
 
 	cs := []*cell{{name: "a", org: demo.Orgs[0]}, {name: "b", org: demo.Orgs[1]}}
 	mapFile, err := placeDemoOrgs(checkout, base, cs)
@@ -86,7 +99,7 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	}
 	defer func() { err = errors.Join(err, stopCells(cs)) }()
 	for _, c := range cs {
-		fmt.Fprintf(out, "run-cells: starting cell %s (PostgreSQL in %s, demo orgs %s)\n", c.name, filepath.Join(base, c.name), strings.Join(c.demoOrgs, ", "))
+		fmt.Fprintf(out, "run-cells: starting cell %s (PostgreSQL in %s, %s)\n", c.name, filepath.Join(base, c.name), c.demoNote())
 		if err := c.start(ctx, retentiond, base, logger); err != nil {
 			return fmt.Errorf("cell %s: %w", c.name, err)
 		}
@@ -96,12 +109,12 @@ func run(ctx context.Context, out io.Writer) (err error) {
 			return fmt.Errorf("cell %s: %w (its log: %s)", c.name, err, c.logPath)
 		}
 	}
-	proxy, err := startProxy(ctx, checkout, base, mapFile, cs)
+	proxy, err := startProxy(ctx, checkout, base, addr, mapFile, cs)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = proxy.Stop() }()
-	if err := banner(out, proxy, base, cs); err != nil {
+	if err := banner(out, proxy, checkout, base, cs); err != nil {
 		return err
 	}
 	exited := make(chan string, len(cs)+1)
@@ -116,6 +129,14 @@ func run(ctx context.Context, out io.Writer) (err error) {
 	case what := <-exited:
 		return fmt.Errorf("%s ended on its own: see its log in %s", what, base)
 	}
+}
+
+// demoNote says which demo orgs the cell loads, for its start line.
+func (c *cell) demoNote() string {
+	if len(c.demoOrgs) == 0 {
+		return "no demo org: the map places none here"
+	}
+	return "demo orgs " + strings.Join(c.demoOrgs, ", ")
 }
 
 // start starts the cell's PostgreSQL (or takes over one a killed run left) and its retentiond.
@@ -144,7 +165,7 @@ func (c *cell) start(ctx context.Context, retentiond, base string, logger *slog.
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	// A group of its own, so that Ctrl-C reaches runcells alone, which stops the proxy first and each retentiond
 	// before its PostgreSQL; otherwise the first process to exit on the terminal's signal would look like a crash.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.cmd.SysProcAttr = childAttr()
 	if err := c.cmd.Start(); err != nil {
 		_ = log.Close()
 		return fmt.Errorf("start %s: %w", retentiond, err)
@@ -236,8 +257,53 @@ func placeDemoOrgs(checkout, base string, cs []*cell) (string, error) {
 	return mapFile, nil
 }
 
-// startProxy starts HAProxy on the shipped configuration and the map of placeDemoOrgs.
-func startProxy(ctx context.Context, checkout, base, mapFile string, cs []*cell) (*cells.Proxy, error) {
+// lockRun takes the lock of make run-cells in base (run-cells.lock, flock: the kernel releases it however runcells
+// ends) and writes runcells' pid in it. A second run in the same checkout stops there, before it would share the
+// first one's clusters and replace its proxy's admin socket.
+func lockRun(base string) (*os.File, error) {
+	if err := os.MkdirAll(base, 0o755); err != nil { //nolint:gosec // the postgres user must enter it when run as root
+		return nil, err
+	}
+	path := filepath.Join(base, "run-cells.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // the checkout's own folder
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { //nolint:gosec // a descriptor fits in int
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			pid, _ := os.ReadFile(path) //nolint:gosec // as above
+			return nil, fmt.Errorf("another make run-cells (pid %s) runs in this checkout: use it, or stop it (Ctrl-C) first", strings.TrimSpace(string(pid)))
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// proxyAddr is where the proxy listens: HTTP_ADDR, else make run's 127.0.0.1:8080. It must be free before anything
+// starts, since HAProxy could only fail to bind it once both cells had started, and say why in its log alone.
+func proxyAddr(ctx context.Context) (string, error) {
+	addr := os.Getenv("HTTP_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("the proxy's address %s is taken (by a make run, or another make run-cells?): stop what serves there, or set HTTP_ADDR to another host:port: %w", addr, err)
+	}
+	return addr, ln.Close()
+}
+
+// startProxy starts HAProxy on the shipped configuration and the map of placeDemoOrgs, listening on addr.
+func startProxy(ctx context.Context, checkout, base, addr, mapFile string, cs []*cell) (*cells.Proxy, error) {
 	log, err := os.OpenFile(filepath.Join(base, "haproxy.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600) //nolint:gosec // the checkout's own folder
 	if err != nil {
 		return nil, err
@@ -245,10 +311,6 @@ func startProxy(ctx context.Context, checkout, base, mapFile string, cs []*cell)
 	addrs := map[string]string{}
 	for _, c := range cs {
 		addrs[c.name] = c.addr
-	}
-	addr := os.Getenv("HTTP_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8080"
 	}
 	p, err := cells.StartProxy(ctx, cells.ProxyConfig{
 		ConfigFile: filepath.Join(checkout, "deploy", "cells", "haproxy.cfg"), Addr: addr,
@@ -261,7 +323,7 @@ func startProxy(ctx context.Context, checkout, base, mapFile string, cs []*cell)
 }
 
 // banner prints where everything is, a token per org and a curl per cell's org, all through the proxy.
-func banner(out io.Writer, proxy *cells.Proxy, base string, cs []*cell) error {
+func banner(out io.Writer, proxy *cells.Proxy, checkout, base string, cs []*cell) error {
 	url := "http://" + proxy.Addr
 	fmt.Fprintf(out, "\nTwo cells of retentiond behind HAProxy, serving at %s (deploy/cells/haproxy.cfg).\n\n", url)
 	for _, c := range cs {
@@ -289,10 +351,42 @@ Org %[1]s, in cell %[2]s:
   curl -s -H "Authorization: Bearer $%[3]s" -H "x-api-key: dev" -H "x-gw-ims-org-id: %[1]s" %[5]s/dataSets
 `, c.org, cell, v, token, url)
 	}
+	if err := moveTour(out, proxy, checkout, cs); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, `
 Each cell's own: curl -s %[1]s/cells/a/readyz   curl -s %[1]s/cells/b/metrics
-Stop with Ctrl-C: the proxy, both retentiond and both PostgreSQL clusters stop; the next make run-cells reuses the
-data in %[2]s.
+Stop with Ctrl-C: the proxy, both retentiond and both PostgreSQL clusters stop; the next make run-cells reuses the data in %[2]s.
 `, url, base)
 	return nil
+}
+
+// moveTour prints the command that moves the first demo org from the first cell, its home, to the second while it is
+// there: the move of README's "Past one Postgres", as printed there when the data is in the checkout.
+func moveTour(out io.Writer, proxy *cells.Proxy, checkout string, cs []*cell) error {
+	from, to := cs[0], cs[1]
+	home, _, err := proxy.Router.Route(from.org)
+	if err != nil || home != from.name {
+		return err
+	}
+	fmt.Fprintf(out, `
+Move org %[1]s from cell %[2]s to cell %[3]s, from a second shell in this checkout (its writes answer 503 with
+Retry-After until its route switches; reads go on):
+
+  ./bin/retentionctl org move -org %[1]s -from "$(cat %[4]s)" -to "$(cat %[5]s)" -to-cell %[3]s -cells-map %[6]s -cells-socket %[7]s
+`, from.org, from.name, to.name, inCheckout(checkout, from.dev.URLFile()), inCheckout(checkout, to.dev.URLFile()),
+		inCheckout(checkout, proxy.Router.MapFile), inCheckout(checkout, proxy.Router.Socket))
+	return nil
+}
+
+// inCheckout is path relative to the checkout when it is inside it (.data/cells/...), else as it is
+// (/var/tmp/retentiond-<hash>/cells/...): a name the printed command can use from the checkout.
+func inCheckout(checkout, path string) string {
+	if real, err := filepath.EvalSymlinks(checkout); err == nil {
+		checkout = real // as the data folder's path is (pgcluster.DevDataDir)
+	}
+	if rel, err := filepath.Rel(checkout, path); err == nil && filepath.IsLocal(rel) {
+		return rel
+	}
+	return path
 }
