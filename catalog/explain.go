@@ -26,6 +26,9 @@ type RowExpiry struct {
 	At      time.Time        // the evaluation time
 	Grace   retention.Period // the store's ingestion grace, as runs apply it
 	Row     retention.Row
+	// OwnExpiryField is the field that set Row.OwnExpiry, as the store recorded it: NoOverrideField beside an own
+	// expiry says the row was stored before the store recorded it (migration 0020), so the field is unknown.
+	OwnExpiryField OverrideField
 	// History is the store's TTL settings, oldest first, as the rule reads them; SettingIDs their ids, in order,
 	// and RowSetting the id of the one the row was stored under.
 	History    []retention.Setting

@@ -49,6 +49,9 @@ type RowInput struct {
 	PayloadSize int
 	// Identities are the row's identity keys (IdentityKey), from its identityMap: what a work order finds it by.
 	Identities []string
+	// OwnExpiryField is the field that set OwnExpiry (NoOverrideField when it is nil), which the store keeps beside
+	// it: the instant alone cannot tell an _expiresAt from a clock plus a _ttl.
+	OwnExpiryField OverrideField
 }
 
 // RowContext is what validating a dataset's rows needs to know about it.
@@ -244,7 +247,7 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 		if err != nil {
 			return err
 		}
-		in.OwnExpiry = &t
+		in.OwnExpiry, in.OwnExpiryField = &t, OverrideExpiresAt
 		return rc.checkOverride("_expiresAt", in.Timestamp, t)
 	}
 	if n, ok := ttl.(json.Number); ok && n.String() == "-1" {
@@ -263,8 +266,33 @@ func (rc RowContext) parseOverride(obj map[string]any, in *RowInput) error {
 		return rowErr("_ttl", "_ttl: %v", err)
 	}
 	t := p.AddTo(in.Timestamp)
-	in.OwnExpiry = &t
+	in.OwnExpiry, in.OwnExpiryField = &t, OverrideTTL
 	return rc.checkOverride("_ttl", in.Timestamp, t)
+}
+
+// OverrideField is the field of its event that set a row's own expiry (RowInput.OwnExpiry), as the store records it
+// beside the instant (migration 0020), so that an explanation can say which.
+type OverrideField uint8
+
+const (
+	// NoOverrideField is recorded for a row without an own expiry (_ttl: -1 is Never, not an own expiry). Beside an
+	// own expiry it means unknown: the row was stored before the store recorded the field.
+	NoOverrideField OverrideField = iota
+	// OverrideTTL is _ttl: the row's clock start plus a period.
+	OverrideTTL
+	// OverrideExpiresAt is _expiresAt: an instant.
+	OverrideExpiresAt
+)
+
+// String returns the field's name in an event, "_ttl" or "_expiresAt", and "" for NoOverrideField.
+func (f OverrideField) String() string {
+	switch f {
+	case OverrideTTL:
+		return "_ttl"
+	case OverrideExpiresAt:
+		return "_expiresAt"
+	}
+	return ""
 }
 
 // ErrOverridesRefused is the EINVALID error refusing a line of dataset id that carries its own expiry (field,

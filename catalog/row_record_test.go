@@ -59,3 +59,33 @@ func TestParseRecordRow(t *testing.T) {
 		})
 	}
 }
+
+// A row's own expiry carries the field that set it, which the store records beside the instant: the same instant
+// comes from a _ttl or an _expiresAt, and only the field tells an explanation which. _ttl: -1 is Never, no own expiry.
+func TestParseRowNamesTheFieldOfItsOwnExpiry(t *testing.T) {
+	t.Parallel()
+	ds := &catalog.Dataset{Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}}
+	rc := catalog.RowContext{Dataset: ds, Lake: catalog.Limits{Min: retention.Period{Days: 1}}}
+	expiry := time.Date(2026, 3, 31, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, line string
+		field      catalog.OverrideField
+		own        *time.Time
+	}{
+		{"TTL", `{"timestamp":"2026-01-01T00:00:00Z","_ttl":"P89D"}`, catalog.OverrideTTL, &expiry},
+		{"ExpiresAt", `{"timestamp":"2026-01-01T00:00:00Z","_expiresAt":"2026-03-31T00:00:00Z"}`, catalog.OverrideExpiresAt, &expiry},
+		{"Never", `{"timestamp":"2026-01-01T00:00:00Z","_ttl":-1}`, catalog.NoOverrideField, nil},
+		{"None", `{"timestamp":"2026-01-01T00:00:00Z"}`, catalog.NoOverrideField, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in, err := rc.ParseRow([]byte(tc.line))
+			require.NoError(t, err)
+			require.Equal(t, tc.field, in.OwnExpiryField)
+			require.Equal(t, tc.own, in.OwnExpiry)
+		})
+	}
+	require.Equal(t, "_ttl", catalog.OverrideTTL.String())
+	require.Equal(t, "_expiresAt", catalog.OverrideExpiresAt.String())
+	require.Empty(t, catalog.NoOverrideField.String())
+}

@@ -3,10 +3,13 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
 )
 
 // testExplainARow explains a row of journey-feedback by its _id, then one that is not there; it only reads.
@@ -45,5 +48,27 @@ func testExplainARow(t *testing.T, b *bundle) {
 		run(ctx, t, chromedp.Click(`#explain-submit`))
 		waitText(ctx, t, "#explain-error", "Enter the row's _id.")
 		require.Equal(t, "explain-id", eval[string](ctx, t, `document.activeElement.id`), fmt.Sprintf("focus on the field of %s", id))
+	})
+
+	// In a sandbox of its own, so that no other part sees the row: a row sent with _ttl is said to be, with what its
+	// _ttl came to, where the page once said only "_expiresAt or _ttl".
+	t.Run("NamesTheFieldOfAnOwnExpiry", func(t *testing.T) {
+		const sandbox = "explain"
+		c := &catalog.Caller{User: "steward@acme.example", Org: b.org, Sandbox: sandbox}
+		ds, err := b.datasets.CreateDataset(context.Background(), c, catalog.DatasetCreate{Name: "own-expiry",
+			Classification: catalog.Classification{DataBehavior: catalog.TimeSeries, ManagedBy: catalog.Customer}})
+		require.NoError(t, err)
+		b.callAPI(t, http.MethodPost, "/dataSets/"+ds.ID+"/rows", sandbox, "application/x-ndjson",
+			`{"timestamp":"2026-11-01T00:00:00Z","_id":"own-ttl","_ttl":"P75D"}`+"\n", http.StatusOK)
+		setField(ctx, t, "#sandbox", sandbox)
+		run(ctx, t, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = '#/datasets/%s'`, ds.ID)))
+		waitText(ctx, t, "#main h1", "own-expiry")
+		setField(ctx, t, "#explain-id", "own-ttl")
+		run(ctx, t, chromedp.Click(`#explain-submit`))
+		waitText(ctx, t, "#explain-facts", "own-ttl")
+		facts := text(ctx, t, "#explain-facts")
+		require.Contains(t, facts, "The row's own _ttl")
+		require.Contains(t, facts, "(_ttl, 75 days after its clock)")
+		checkAccessibility(ctx, t, "dataset, a row's own _ttl explained")
 	})
 }

@@ -13,15 +13,21 @@ import (
 
 // The sources of a row's expiry in GET /dataSets/{id}/rows/{rowId}/expiry (governedBy.source), each from the one
 // rule (retention.Explain): the store's TTL in force, an earlier setting (shorter, or set before the row's expiry
-// under the current one) that expired the row first, the row's own expiry (_expiresAt, or its clock plus _ttl: the
-// store keeps the instant, not which field set it), _ttl: -1, or no TTL that expires it (the TTL in force is null).
+// under the current one) that expired the row first, the row's own _ttl or _expiresAt (as the store recorded which
+// set it), its own expiry stored before the store recorded the field (sourceOverride: which one is unknown), _ttl:
+// -1, or no TTL that expires it (the TTL in force is null).
 const (
 	sourceSetting        = "setting"
 	sourceEarlierSetting = "earlierSetting"
+	sourceRowTTL         = "rowTtl"
+	sourceRowExpiresAt   = "rowExpiresAt"
 	sourceOverride       = "override"
 	sourceNeverExpires   = "neverExpires"
 	sourceNoTTL          = "noTtl"
 )
+
+// unknownField is ownExpiryField for a row stored before the store recorded which field set its own expiry.
+const unknownField = "unknown"
 
 // explainRow answers GET /dataSets/{id}/rows/{rowId}/expiry: why the row is still stored and when it goes.
 func (s *Server) explainRow(c echo.Context) error {
@@ -63,7 +69,7 @@ func (s *Server) rowExpiryDoc(x *catalog.RowExpiry) map[string]any {
 		"heldBy": holdRefs(x.HeldBy), "nextRunAt": nil,
 	}
 	if x.Row.OwnExpiry != nil {
-		doc["ownExpiresAt"] = formatTime(x.Row.OwnExpiry)
+		ownExpiry(doc, x)
 	}
 	if e.DeletableAt != nil && len(x.HeldBy) == 0 && s.runAt != nil {
 		from := *e.DeletableAt
@@ -92,8 +98,7 @@ func governedBy(x *catalog.RowExpiry) map[string]any {
 	doc := map[string]any{"setting": settingDoc(x, e.Governing)}
 	switch {
 	case x.Row.OwnExpiry != nil:
-		doc["source"] = sourceOverride
-		doc["message"] = fmt.Sprintf("the row's own expiry (_expiresAt, or its clock plus _ttl), which applies while a TTL is in force: setting %d of %d", e.Governing+1, n)
+		doc["source"], doc["message"] = overrideSource(x, fmt.Sprintf("which applies while a TTL is in force: setting %d of %d", e.Governing+1, n))
 	case e.Governing < n-1:
 		doc["source"] = sourceEarlierSetting
 		doc["message"] = fmt.Sprintf("an earlier setting, %s (%d of %d), expired the row before it was replaced: a longer or null TTL since never brings a row back",
@@ -103,6 +108,38 @@ func governedBy(x *catalog.RowExpiry) map[string]any {
 		doc["message"] = fmt.Sprintf("the store's TTL in force, %s (setting %d of %d), counted from the row's clock", x.History[e.Governing].TTL, n, n)
 	}
 	return doc
+}
+
+// overrideSource names the row's own expiry as governedBy's source, with its message ending in under: the field that
+// set it as the store recorded it, or override when the row was stored before the store recorded which.
+func overrideSource(x *catalog.RowExpiry, under string) (source, message string) {
+	switch x.OwnExpiryField {
+	case catalog.OverrideTTL:
+		return sourceRowTTL, fmt.Sprintf("the row's own _ttl, %d seconds after its clock, %s", ownTTLSeconds(x), under)
+	case catalog.OverrideExpiresAt:
+		return sourceRowExpiresAt, "the row's own _expiresAt, " + under
+	}
+	return sourceOverride, "the row's own expiry, from _expiresAt or _ttl: the row was stored before the service recorded which (migration 0020), " + under
+}
+
+// ownExpiry adds the row's own expiry to its explanation: the instant, the field that set it (unknown for a row
+// stored before the store recorded it), and for a _ttl the seconds it added to the row's clock (a period such as P1M
+// is kept as what it came to for this row, not as sent).
+func ownExpiry(doc map[string]any, x *catalog.RowExpiry) {
+	doc["ownExpiresAt"] = formatTime(x.Row.OwnExpiry)
+	doc["ownExpiryField"] = unknownField
+	if f := x.OwnExpiryField; f != catalog.NoOverrideField {
+		doc["ownExpiryField"] = f.String()
+	}
+	if x.OwnExpiryField == catalog.OverrideTTL {
+		doc["ownTtlSeconds"] = ownTTLSeconds(x)
+	}
+}
+
+// ownTTLSeconds is what the row's _ttl added to its clock, in seconds: whole, as periods are whole days in UTC, and
+// counted on Unix seconds, since a _ttl of centuries is longer than a time.Duration holds.
+func ownTTLSeconds(x *catalog.RowExpiry) int64 {
+	return x.Row.OwnExpiry.Unix() - x.Row.Timestamp.Unix()
 }
 
 // settingDoc is the i-th setting of the store's TTL history: its version (1 for the first), TTL and time in force.

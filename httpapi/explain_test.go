@@ -77,17 +77,69 @@ func TestExplainRow(t *testing.T) {
 			catalog.PolicyKey{Store: catalog.LakeHouse, ManagedBy: catalog.Customer},
 			catalog.Limits{Min: mustPeriod(t, "P30D"), Default: mustPeriod(t, "P12M")}))
 		id := b.createDataset(t, datasetOpts{})
+		// The same instant from either field: only what the store records beside it tells them apart.
 		b.ingest(t, id, ndjson(event("2026-11-01T00:00:00Z", `"_id":"own","_expiresAt":"2027-01-15T00:00:00Z"`),
+			event("2026-11-01T00:00:00Z", `"_id":"ttl","_ttl":"P75D"`),
 			event("2026-11-01T00:00:00Z", `"_id":"never","_ttl":-1`)))
 		x := b.explain(t, id, "own", "")
-		require.Equal(t, "override", x["governedBy"].(map[string]any)["source"])
+		by := x["governedBy"].(map[string]any)
+		require.Equal(t, "rowExpiresAt", by["source"], "%v", by)
+		require.Equal(t, "the row's own _expiresAt, which applies while a TTL is in force: setting 1 of 1", by["message"])
 		require.Equal(t, "2027-01-15T00:00:00.000Z", x["expiresAt"])
 		require.Equal(t, "2027-01-15T00:00:00.000Z", x["ownExpiresAt"])
+		require.Equal(t, "_expiresAt", x["ownExpiryField"])
+		require.NotContains(t, x, "ownTtlSeconds")
+		x = b.explain(t, id, "ttl", "")
+		by = x["governedBy"].(map[string]any)
+		require.Equal(t, "rowTtl", by["source"], "%v", by)
+		require.Equal(t, "the row's own _ttl, 6480000 seconds after its clock, which applies while a TTL is in force: setting 1 of 1", by["message"])
+		require.Equal(t, "2027-01-15T00:00:00.000Z", x["expiresAt"])
+		require.Equal(t, "2027-01-15T00:00:00.000Z", x["ownExpiresAt"])
+		require.Equal(t, "_ttl", x["ownExpiryField"])
+		require.Equal(t, 6480000.0, x["ownTtlSeconds"], "75 days")
 		x = b.explain(t, id, "never", "")
+		require.NotContains(t, x, "ownExpiryField", "_ttl: -1 is no own expiry")
 		require.Equal(t, "neverExpires", x["governedBy"].(map[string]any)["source"])
 		require.Nil(t, x["expiresAt"])
 		require.Nil(t, x["deletableAt"])
 		require.Nil(t, x["nextRunAt"])
+	})
+
+	// A row stored before the service recorded which field set its own expiry (migration 0020 adds the column
+	// without a default, so such rows hold NULL) is explained as an override of unknown field, not guessed.
+	t.Run("OverrideStoredBeforeTheFieldWasRecorded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.createDataset(t, datasetOpts{})
+		b.ingest(t, id, ndjson(event("2026-11-01T00:00:00Z", `"_id":"old","_ttl":"P75D"`)))
+		tag, err := b.db.Pool.Exec(context.Background(), `UPDATE lake_rows SET own_expiry_source = NULL WHERE dataset_id = $1`, id)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+		x := b.explain(t, id, "old", "")
+		by := x["governedBy"].(map[string]any)
+		require.Equal(t, "override", by["source"], "%v", by)
+		require.Contains(t, by["message"], "stored before the service recorded which")
+		require.Equal(t, "unknown", x["ownExpiryField"])
+		require.Equal(t, "2027-01-15T00:00:00.000Z", x["ownExpiresAt"])
+		require.NotContains(t, x, "ownTtlSeconds")
+	})
+
+	// Each write of a record's _id stores the field its own line sent: a rewrite replaces the field with the row.
+	t.Run("RecordRewritesCarryTheirOwnField", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.createDataset(t, datasetOpts{behavior: "record"})
+		setLakeTTL(t, b, id, "P12M")
+		source := func() string { return b.explain(t, id, "rec", "")["governedBy"].(map[string]any)["source"].(string) }
+		b.ingest(t, id, ndjson(`{"_id":"rec","_ttl":"P30D"}`))
+		x := b.explain(t, id, "rec", "")
+		require.Equal(t, "rowTtl", x["governedBy"].(map[string]any)["source"])
+		require.Equal(t, 2592000.0, x["ownTtlSeconds"], "30 days after the write")
+		b.ingest(t, id, ndjson(`{"_id":"rec","_expiresAt":"2027-06-01T00:00:00Z"}`))
+		require.Equal(t, "rowExpiresAt", source())
+		b.ingest(t, id, ndjson(`{"_id":"rec"}`))
+		require.Equal(t, "setting", source())
+		require.NotContains(t, b.explain(t, id, "rec", ""), "ownExpiryField")
 	})
 
 	t.Run("HeldRowHasNoRun", func(t *testing.T) {
@@ -122,10 +174,13 @@ func TestExplainRow(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := b.createDataset(t, datasetOpts{tags: map[string][]string{"unifiedProfile": {"enabled:true"}}})
-		b.ingest(t, id, ndjson(event("2026-11-01T00:00:00Z", `"_id":"p"`)))
+		b.ingest(t, id, ndjson(event("2026-11-01T00:00:00Z", `"_id":"p"`), event("2026-11-01T00:00:00Z", `"_id":"ttl","_ttl":"P75D"`)))
 		x := b.explain(t, id, "p", "?store=adobe_unifiedProfile")
 		require.Equal(t, "adobe_unifiedProfile", x["store"])
 		require.Equal(t, "P0D", x["graceValue"])
+		x = b.explain(t, id, "ttl", "?store=adobe_unifiedProfile")
+		require.Equal(t, "rowTtl", x["governedBy"].(map[string]any)["source"], "the profile store records the field too")
+		require.Equal(t, 6480000.0, x["ownTtlSeconds"])
 	})
 }
 

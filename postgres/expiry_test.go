@@ -302,6 +302,7 @@ func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	b := setupSweep(t)
 	b.sweeper = postgres.MustSweeper(b.db, sc.config)
 	ids, deleted, writes := b.build(t, sc, stats)
+	b.requireSentFields(t, sentFields(t, sc, ids))
 	for _, key := range b.playWorkOrder(t, sc, ids, deleted, stats) {
 		delete(writes, key) // erased: no longer stored
 	}

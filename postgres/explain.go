@@ -58,19 +58,21 @@ func readExplainedRow(ctx context.Context, tx pgx.Tx, x *catalog.RowExpiry) erro
 		return rowNotFound(x)
 	}
 	// The query names the dataset's partitions, so it is sent unprepared, as FindRows sends its own.
-	err = tx.QueryRow(ctx, `SELECT r.ts, r.ingested_at, r.own_expiry, r.never_expires, r.setting_id,
+	var source *string
+	err = tx.QueryRow(ctx, `SELECT r.ts, r.ingested_at, r.own_expiry, r.own_expiry_source::text, r.never_expires, r.setting_id,
        `+expiredInDataset(x.Store)+`, `+deletableInDataset(x.Store)+`
 FROM `+storeTable(x.Store)+` r
 WHERE r.dataset_id = @dataset AND r.row_id = @row AND r.replaced_at IS NULL AND `+parts.sql()+`
 ORDER BY r.ingested_at DESC LIMIT 1`, pgx.QueryExecModeExec,
 		pgx.StrictNamedArgs{"dataset": x.Dataset.ID, "row": x.RowID, "at": x.At, "grace": x.Grace.Interval()}).
-		Scan(&x.Row.Timestamp, &x.Row.IngestedAt, &x.Row.OwnExpiry, &x.Row.Never, &x.RowSetting, &x.Expired, &x.Deletable)
+		Scan(&x.Row.Timestamp, &x.Row.IngestedAt, &x.Row.OwnExpiry, &source, &x.Row.Never, &x.RowSetting, &x.Expired, &x.Deletable)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return rowNotFound(x)
 	}
 	if err != nil {
 		return fmt.Errorf("read row %q of %s: %w", x.RowID, x.Dataset.ID, err)
 	}
+	x.OwnExpiryField = overrideFieldOf(source)
 	return nil
 }
 

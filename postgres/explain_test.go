@@ -2,12 +2,15 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -21,7 +24,8 @@ import (
 // with it at the scenario's evaluation time and on both sides of each instant the Go rule derives (ExpiresAt,
 // DeletableAt, a microsecond before each), which is where the two could differ. The rule judges a stored row, and
 // the SQL judges a row that arrived expired by where it was placed then, so instants before the scenario stored its
-// last row are checked at that time instead.
+// last row are checked at that time instead. The scenarios send rows with _ttl and with _expiresAt (the test fails
+// if either goes missing), and each explanation names the field the row's last line sent (sentFields).
 //
 // make test plays the first explainDefault seeds; PROPTEST_N and PROPTEST_SEED choose others, as for
 // TestExpiryScenarios.
@@ -31,37 +35,103 @@ func TestExplainAgreesWithRuleOnScenarios(t *testing.T) {
 	if os.Getenv("PROPTEST_N") == "" && os.Getenv("PROPTEST_SEED") == "" {
 		seeds = seeds[:explainDefault]
 	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
-			t.Parallel()
-			sc := drawScenario(seed)
-			b := setupSweep(t)
-			_, deleted, _ := b.build(t, sc, &scenarioStats{})
-			stored := b.now // every row is stored by then
-			b.now = b.now.Add(sc.advance)
-			at := b.now
-			history := b.history(t)
-			previews := postgres.NewPreviewService(b.db, sc.grace)
-			for _, r := range b.allRows(t) {
-				b.now = at
-				x, err := previews.ExplainRow(context.Background(), b.caller, r.dataset, catalog.LakeHouse, r.id)
-				if deleted[r.dataset] {
-					require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "a deleted dataset's rows are not found: %v", err)
-					continue
-				}
-				require.NoError(t, err)
-				want := retention.Explain(r.row, history[r.dataset], at, sc.grace)
-				require.Equal(t, want, x.Explained, "%s/%s: the Go answer on the row and history as stored", r.dataset, r.id)
-				require.Len(t, x.SettingIDs, len(x.History))
-				requireSQLVerdict(t, x, r, at)
-				for _, when := range instants(want, stored, at) {
-					b.now = when
-					x, err := previews.ExplainRow(context.Background(), b.caller, r.dataset, catalog.LakeHouse, r.id)
-					require.NoError(t, err)
-					requireSQLVerdict(t, x, r, when)
-				}
+	var fields [3]atomic.Int64 // rows explained, by catalog.OverrideField
+	t.Run("Scenarios", func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
+				t.Parallel()
+				explainScenario(t, drawScenario(seed), &fields)
+			})
+		}
+	})
+	if len(seeds) >= explainDefault && !t.Failed() {
+		require.Positive(t, fields[catalog.OverrideTTL].Load(), "the scenarios explain rows sent with _ttl")
+		require.Positive(t, fields[catalog.OverrideExpiresAt].Load(), "the scenarios explain rows sent with _expiresAt")
+	}
+}
+
+// explainScenario builds a scenario and explains each of its rows (TestExplainAgreesWithRuleOnScenarios), counting
+// them by the field that set their own expiry.
+func explainScenario(t *testing.T, sc scenario, fields *[3]atomic.Int64) {
+	b := setupSweep(t)
+	ids, deleted, _ := b.build(t, sc, &scenarioStats{})
+	sent := sentFields(t, sc, ids)
+	stored := b.now // every row is stored by then
+	b.now = b.now.Add(sc.advance)
+	at := b.now
+	history := b.history(t)
+	previews := postgres.NewPreviewService(b.db, sc.grace)
+	for _, r := range b.allRows(t) {
+		b.now = at
+		x, err := previews.ExplainRow(context.Background(), b.caller, r.dataset, catalog.LakeHouse, r.id)
+		if deleted[r.dataset] {
+			require.Equal(t, catalog.ENOTFOUND, catalog.ErrorCode(err), "a deleted dataset's rows are not found: %v", err)
+			continue
+		}
+		require.NoError(t, err)
+		want := retention.Explain(r.row, history[r.dataset], at, sc.grace)
+		require.Equal(t, want, x.Explained, "%s/%s: the Go answer on the row and history as stored", r.dataset, r.id)
+		require.Equal(t, sent[r.dataset+"/"+r.id], x.OwnExpiryField, "%s/%s: the field its last line set its own expiry with", r.dataset, r.id)
+		fields[x.OwnExpiryField].Add(1)
+		require.Len(t, x.SettingIDs, len(x.History))
+		requireSQLVerdict(t, x, r, at)
+		for _, when := range instants(want, stored, at) {
+			b.now = when
+			x, err := previews.ExplainRow(context.Background(), b.caller, r.dataset, catalog.LakeHouse, r.id)
+			require.NoError(t, err)
+			requireSQLVerdict(t, x, r, when)
+		}
+	}
+}
+
+// sentFields returns, for each row a scenario stores (dataset/_id), the field its last line set its own expiry with:
+// a line of an _id replaces the row, and _ttl: -1 sets none (it is never_expires).
+func sentFields(t *testing.T, sc scenario, ids []string) map[string]catalog.OverrideField {
+	t.Helper()
+	out := map[string]catalog.OverrideField{}
+	for _, s := range sc.steps {
+		if s.kind != stepIngest {
+			continue
+		}
+		for _, l := range s.lines {
+			var line map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(l), &line))
+			var id string
+			require.NoError(t, json.Unmarshal(line["_id"], &id))
+			f := catalog.NoOverrideField
+			if ttl, ok := line["_ttl"]; ok && string(ttl) != "-1" {
+				f = catalog.OverrideTTL
 			}
-		})
+			if _, ok := line["_expiresAt"]; ok {
+				f = catalog.OverrideExpiresAt
+			}
+			out[ids[s.ds]+"/"+id] = f
+		}
+	}
+	return out
+}
+
+// requireSentFields checks that every stored row, in both stores, records the field its last line set its own
+// expiry with: 't' for _ttl, 'e' for _expiresAt, NULL for neither (migration 0020).
+func (b *sweepBundle) requireSentFields(t *testing.T, sent map[string]catalog.OverrideField) {
+	t.Helper()
+	codes := map[catalog.OverrideField]string{catalog.NoOverrideField: "NULL", catalog.OverrideTTL: "t", catalog.OverrideExpiresAt: "e"}
+	rows, err := b.db.Pool.Query(context.Background(), `
+		SELECT dataset_id || '/' || row_id, coalesce(own_expiry_source::text, 'NULL') FROM lake_rows WHERE replaced_at IS NULL
+		UNION ALL SELECT dataset_id || '/' || row_id, coalesce(own_expiry_source::text, 'NULL') FROM profile_rows WHERE replaced_at IS NULL`)
+	require.NoError(t, err)
+	var key, code string
+	n := 0
+	_, err = pgx.ForEachRow(rows, []any{&key, &code}, func() error {
+		want, ok := sent[key]
+		require.True(t, ok, "%s was sent", key)
+		require.Equal(t, codes[want], code, "%s: the field its last line set its own expiry with", key)
+		n++
+		return nil
+	})
+	require.NoError(t, err)
+	if len(sent) > 0 {
+		require.Positive(t, n, "the scenario stores rows")
 	}
 }
 

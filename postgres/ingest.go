@@ -128,7 +128,7 @@ func lastPerID(chunk []catalog.RowInput) []catalog.RowInput {
 // missing and both store it.
 const datasetLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('rows:' || $1, 0))`
 
-var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload", "identities"}
+var rowColumns = []string{"dataset_id", "row_id", "ts", "ingested_at", "placed_expiry", "setting_id", "own_expiry", "never_expires", "payload", "identities", "own_expiry_source"}
 
 // datasetLiveSQL tells whether the dataset is still live, and keeps it so until the chunk commits: its row lock
 // conflicts with the FOR UPDATE of DELETE /dataSets, so a delete waits for a chunk under way, and a chunk that
@@ -201,7 +201,7 @@ func (rs *rowStore) copyChunk(ctx context.Context, tx pgx.Tx, t *ingestTarget, c
 			}
 			ts := in.Timestamp
 			span.add(ingested, ts)
-			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload, identitiesValue(in.Identities)}, nil
+			return []any{t.ds.ID, in.ID, ts, ingested, placedValue(g.spec, placedExpiry(*in, ttl)), g.settingID, in.OwnExpiry, in.Never, in.Payload, identitiesValue(in.Identities), overrideFieldValue(in.OwnExpiryField)}, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{name}, rowColumns, src); err != nil {
 			return err
@@ -468,6 +468,37 @@ func settingsStillCurrent(ctx context.Context, tx pgx.Tx, t *ingestTarget) error
 // forever or the row never expires.
 func placedExpiry(in catalog.RowInput, ttl *retention.Period) *time.Time {
 	return retention.Row{Timestamp: in.Timestamp, OwnExpiry: in.OwnExpiry, Never: in.Never}.Placed(ttl)
+}
+
+// The own_expiry_source of a row whose own expiry came from _ttl or _expiresAt (migration 0020).
+const (
+	sourceTTL       byte = 't'
+	sourceExpiresAt byte = 'e'
+)
+
+// overrideFieldValue is a row's own_expiry_source column: NULL for a row without an own expiry, so that a row sent
+// without one stores nothing more.
+func overrideFieldValue(f catalog.OverrideField) any {
+	switch f {
+	case catalog.OverrideTTL:
+		return sourceTTL
+	case catalog.OverrideExpiresAt:
+		return sourceExpiresAt
+	}
+	return nil
+}
+
+// overrideFieldOf reads an own_expiry_source column (as text): NULL, none or unknown, is NoOverrideField.
+func overrideFieldOf(v *string) catalog.OverrideField {
+	switch {
+	case v == nil:
+		return catalog.NoOverrideField
+	case *v == string(sourceTTL):
+		return catalog.OverrideTTL
+	case *v == string(sourceExpiresAt):
+		return catalog.OverrideExpiresAt
+	}
+	return catalog.NoOverrideField
 }
 
 // identitiesValue is a row's identities column: NULL for a row without any, so that the GIN index holds only rows

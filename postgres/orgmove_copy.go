@@ -325,7 +325,7 @@ func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport
 // row (every column but the setting id, which the target numbers anew, and with the partition it is in).
 func rowChecksums(ctx context.Context, db *DB, table, org string) (map[string]string, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT t.dataset_id, count(*)::text || ':' || coalesce(sum(('x' || left(md5(concat_ws('|',
-		t.row_id, t.ts, t.ingested_at, t.placed_expiry, t.own_expiry, t.never_expires, t.payload, t.replaced_at,
+		t.row_id, t.ts, t.ingested_at, t.placed_expiry, t.own_expiry, t.own_expiry_source, t.never_expires, t.payload, t.replaced_at,
 		t.tableoid::regclass)), 15))::bit(60)::bigint), 0)::text
 		FROM `+pgx.Identifier{table}.Sanitize()+` t WHERE `+scopeFor(byDataset, org)+` GROUP BY t.dataset_id`)
 	if err != nil {

@@ -124,6 +124,9 @@ func setupMove(t *testing.T, rowsPerDataset int) *moveBundle {
 	src.setTTL(t, m.held, "P1M")
 	src.ingestSeries(t, m.live, rowsPerDataset, 6*time.Hour)
 	src.ingestSeries(t, m.held, rowsPerDataset, 12*time.Hour)
+	// Rows with their own expiry, so that the copy carries which field set it (migration 0020) in both stores.
+	src.ingestLines(t, m.live, `{"timestamp":"2024-10-30T00:00:00Z","_id":"own-ttl","_ttl":"P90D"}`,
+		`{"timestamp":"2024-10-30T00:00:00Z","_id":"own-at","_expiresAt":"2025-01-28T00:00:00Z"}`)
 	src.placeHold(t, m.held)
 	src.resend(t, m.held, "r1", src.now.Add(-time.Hour), "second version")
 	exp, err := postgres.NewExpirationService(src.db, 10).CreateExpiration(ctx, src.caller, catalog.ExpirationCreate{
@@ -156,13 +159,15 @@ func (m *moveBundle) fullRun(t *testing.T, b *sweepBundle) string {
 	return id
 }
 
-// orgContent is every row of the org's datasets in both stores, as "store dataset _id current payload", sorted.
+// orgContent is every row of the org's datasets in both stores, as "store dataset _id current own-expiry-source
+// payload", sorted.
 func orgContent(t *testing.T, db *postgres.DB, org string) []string {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), `
-		SELECT r.store || ' ' || r.dataset_id || ' ' || r.row_id || ' ' || (r.replaced_at IS NULL)::text || ' ' || r.payload::text
-		FROM (SELECT 'lake' AS store, dataset_id, row_id, replaced_at, payload FROM lake_rows
-		      UNION ALL SELECT 'profile', dataset_id, row_id, replaced_at, payload FROM profile_rows) AS r
+		SELECT r.store || ' ' || r.dataset_id || ' ' || r.row_id || ' ' || (r.replaced_at IS NULL)::text || ' ' ||
+		       coalesce(r.own_expiry_source::text, '-') || ' ' || r.payload::text
+		FROM (SELECT 'lake' AS store, dataset_id, row_id, replaced_at, own_expiry_source, payload FROM lake_rows
+		      UNION ALL SELECT 'profile', dataset_id, row_id, replaced_at, own_expiry_source, payload FROM profile_rows) AS r
 		WHERE r.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`, org)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -175,6 +176,31 @@ func TestLoadFiles(t *testing.T) {
 		require.Contains(t, out, file+":2: ")
 		require.Contains(t, out, fmt.Sprintf("%s:3: the event is longer than %d bytes\n", file, catalog.MaxEventLine))
 		require.EqualValues(t, 1, b.storedRows(t, ds.ID))
+	})
+
+	// A load stores which field set a row's own expiry, as POST rows does (migration 0020), so that an explanation
+	// tells a _ttl from an _expiresAt: the instant alone cannot.
+	t.Run("RecordsWhichFieldSetTheOwnExpiry", func(t *testing.T) {
+		t.Parallel()
+		b := setupLoad(t)
+		ds := b.createDataset(t, "O", "web", catalog.TimeSeries)
+		file := writeFile(t, "events.ndjson", `{"timestamp":"2026-11-01T10:00:00Z","n":"ttl","_ttl":"P90D"}
+{"timestamp":"2026-11-01T10:00:00Z","n":"at","_expiresAt":"2027-01-30T10:00:00Z"}
+{"timestamp":"2026-11-01T10:00:00Z","n":"plain"}
+`)
+		_, err := ctl(t, b.env, "load", "-org", "O", "-dataset", "web", "-quiet", file)
+		require.NoError(t, err)
+		rows, err := b.pool.Query(context.Background(), `SELECT payload->>'n', coalesce(own_expiry_source::text, 'NULL')
+			FROM lake_rows WHERE dataset_id = $1`, ds.ID)
+		require.NoError(t, err)
+		got := map[string]string{}
+		var n, source string
+		_, err = pgx.ForEachRow(rows, []any{&n, &source}, func() error {
+			got[n] = source
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"ttl": "t", "at": "e", "plain": "NULL"}, got, "the same instant, two fields")
 	})
 
 	t.Run("UnknownDataset", func(t *testing.T) {

@@ -38,6 +38,10 @@ type rowExpiry struct {
 		Reason string `json:"reason"`
 	} `json:"heldBy"`
 	NextRunAt *string `json:"nextRunAt"`
+	// The row's own expiry, when it has one: the field that set it, and what a _ttl added to its clock.
+	OwnExpiresAt   string `json:"ownExpiresAt"`
+	OwnExpiryField string `json:"ownExpiryField"`
+	OwnTTLSeconds  int64  `json:"ownTtlSeconds"`
 }
 
 // runRows explains a row's expiry through the API, under the same rules, scopes and tenancy as any client.
@@ -86,19 +90,36 @@ func printRowExpiry(out io.Writer, x rowExpiry) error {
 	if x.Expired {
 		expired = "yes"
 	}
-	for _, l := range [][2]string{
+	lines := [][2]string{
 		{"row", x.ID + " of dataset " + x.DatasetID + " in " + x.Store + ", at " + x.At},
 		{"clock", x.Clock.Kind + " " + x.Clock.Value},
 		{"ingested", x.IngestedAt},
 		{"governed by", x.GovernedBy.Source + ": " + x.GovernedBy.Message},
+	}
+	if x.OwnExpiresAt != "" {
+		lines = append(lines, [2]string{"own expiry", ownExpiry(x)})
+	}
+	for _, l := range append(lines, [][2]string{
 		{"expires", orNever(x.ExpiresAt) + " (expired: " + expired + ")"},
 		{"deletable", orNever(x.DeletableAt) + " (grace " + x.Grace + ")"},
 		{"held by", orText(strings.Join(held, ", "), "no hold")},
 		{"next run", orText(deref(x.NextRunAt), "none that deletes it")},
-	} {
+	}...) {
 		fmt.Fprintf(tw, "%s:\t%s\n", l[0], termSafe(l[1]))
 	}
 	return tw.Flush()
+}
+
+// ownExpiry is the row's own expiry and the field that set it: a _ttl with the seconds it added to the row's clock,
+// an _expiresAt, or unknown for a row stored before the service recorded which.
+func ownExpiry(x rowExpiry) string {
+	switch x.OwnExpiryField {
+	case "_ttl":
+		return fmt.Sprintf("%s (_ttl, %d seconds after the clock)", x.OwnExpiresAt, x.OwnTTLSeconds)
+	case "_expiresAt":
+		return x.OwnExpiresAt + " (_expiresAt)"
+	}
+	return x.OwnExpiresAt + " (_expiresAt or _ttl: stored before the service recorded which)"
 }
 
 func orNever(t *string) string { return orText(deref(t), "never") }

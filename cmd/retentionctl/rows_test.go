@@ -37,7 +37,7 @@ func TestRowsExplainCommand(t *testing.T) {
 	env := map[string]string{"RETENTION_URL": srv.URL, "AUTH_HS256_SECRET": secret}
 	token := mustCtl(t, env, "token", "-org", c.Org)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/dataSets/"+ds.ID+"/rows",
-		strings.NewReader(`{"timestamp":"2020-01-01T00:00:00Z","_id":"old/1"}`+"\n"))
+		strings.NewReader(`{"timestamp":"2020-01-01T00:00:00Z","_id":"old/1"}`+"\n"+`{"timestamp":"2020-01-01T00:00:00Z","_id":"ttl","_ttl":"P90D"}`+"\n"))
 	require.NoError(t, err)
 	for k, v := range map[string]string{"Authorization": "Bearer " + strings.TrimSpace(token), "x-api-key": "k", "x-gw-ims-org-id": c.Org, "Content-Type": "application/x-ndjson"} {
 		req.Header.Set(k, v)
@@ -55,7 +55,11 @@ func TestRowsExplainCommand(t *testing.T) {
 	require.Contains(t, out, "(grace P30D)")
 	require.Contains(t, out, "held by:      no hold")
 	require.Contains(t, out, "next run:     none that deletes it", "no schedule is known to this server")
+	require.NotContains(t, out, "own expiry:", "a row without one")
 	require.Contains(t, mustCtl(t, env, "rows", "explain", "-org", c.Org, "-json", ds.ID, "old/1"), `"expired":true`)
+	out = mustCtl(t, env, "rows", "explain", "-org", c.Org, ds.ID, "ttl")
+	require.Contains(t, out, "governed by:  rowTtl: the row's own _ttl, 7776000 seconds after its clock")
+	require.Contains(t, out, "own expiry:   2020-03-31T00:00:00.000Z (_ttl, 7776000 seconds after the clock)\n")
 
 	_, err = ctl(t, env, "rows", "explain", "-org", c.Org, ds.ID, "missing")
 	require.ErrorContains(t, err, "404")

@@ -221,7 +221,9 @@ function placeForm(id) {
 const expirySources = {
   setting: 'The TTL in force',
   earlierSetting: 'An earlier, shorter TTL',
-  override: 'The row\'s own expiry (_expiresAt or _ttl)',
+  rowTtl: 'The row\'s own _ttl',
+  rowExpiresAt: 'The row\'s own _expiresAt',
+  override: 'The row\'s own expiry (_expiresAt or _ttl, stored before the service recorded which)',
   neverExpires: 'Never expires (_ttl: -1)',
   noTtl: 'No TTL expires it',
 };
@@ -254,6 +256,14 @@ function explainSection(id) {
   return section;
 }
 
+// ownExpiryField says which field of the row set its own expiry: a _ttl in days after its clock (periods are whole
+// days), an _expiresAt, or unknown for a row stored before the service recorded it.
+function ownExpiryField(x) {
+  if (x.ownExpiryField === '_ttl') return `_ttl, ${count(x.ownTtlSeconds / 86400)} days after its clock`;
+  if (x.ownExpiryField === '_expiresAt') return '_expiresAt';
+  return 'from _expiresAt or _ttl; stored before the service recorded which';
+}
+
 // explanation lays out the API's explanation of a row as a list of facts.
 function explanation(x) {
   const at = (v) => time(v == null ? null : Date.parse(v));
@@ -265,6 +275,7 @@ function explanation(x) {
     fact('Ingested', at(x.ingestedAt)),
     fact('Expiry set by', h('span', { className: 'source', title: x.governedBy.message }, expirySources[x.governedBy.source] || x.governedBy.source),
       setting ? ` — setting ${setting.version}, ${period(setting.ttlValue)}${setting.current ? ', in force' : ''}` : ''),
+    x.ownExpiresAt ? fact('Own expiry', at(x.ownExpiresAt), ` (${ownExpiryField(x)})`) : [],
     fact('Expires', at(x.expiresAt), x.expired ? h('span', { className: 'expired' }, ' (expired: hidden from reads)') : ''),
     fact('Deletable from', at(x.deletableAt), ` (grace ${period(x.graceValue)})`),
     fact('Held by', x.heldBy.length ? x.heldBy.map((hd) => hd.reason).join(', ') : 'No hold'),
