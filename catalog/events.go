@@ -101,6 +101,7 @@ func (r *EventReader) Err() error { return r.src.err() }
 func (r *EventReader) Rows(res *IngestResult) iter.Seq[RowInput] {
 	return func(yield func(RowInput) bool) {
 		for r.Next() {
+			res.Read = max(res.Read, r.ev.Line)
 			if r.ev.Err != nil {
 				res.Reject(r.ev.Line, r.ev.Err)
 				continue

@@ -342,6 +342,25 @@ type IngestResult struct {
 	Rejected         int
 	ExpiredOnArrival int
 	Errors           []LineError
+	// Read is the last line (or array position) of the body read so far. CommittedThrough is the last one whose
+	// fate is committed: every line up to it was stored or rejected, and no row of a line after it is stored. Rows
+	// are committed in chunks, so an ingestion cut short (a fenced org, an outage) has stored the lines up to
+	// CommittedThrough, and a client sends again only the lines after it: nothing is lost or stored twice.
+	Read, CommittedThrough int
+
+	committedRejected, committedErrors int
+}
+
+// Commit records that every line read so far is committed, stored or rejected.
+func (r *IngestResult) Commit() {
+	r.CommittedThrough, r.committedRejected, r.committedErrors = r.Read, r.Rejected, len(r.Errors)
+}
+
+// Uncommit forgets the rejections of the lines after CommittedThrough, when the ingestion stops before committing
+// them: those lines are judged again when they are sent again, and an answer that counted them would count them
+// twice.
+func (r *IngestResult) Uncommit() {
+	r.Read, r.Rejected, r.Errors = r.CommittedThrough, r.committedRejected, r.Errors[:r.committedErrors]
 }
 
 // MaxLineErrors bounds the line errors a response lists.

@@ -85,6 +85,12 @@ func (s *Server) listDatasets(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(datasets) == 0 && s.orgMovedAway != nil {
+		// An org with nothing here may have moved to another cell: say where, rather than list nothing.
+		if moved := s.orgMovedAway(c.Request().Context(), caller(c).Org); moved != nil {
+			return moved
+		}
+	}
 	properties := splitList(c.QueryParam("properties"))
 	entries := make([]keyedEntry, 0, len(datasets))
 	for _, ds := range datasets {

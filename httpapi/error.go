@@ -55,6 +55,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	err = s.movedAway(c, err)
 	p := s.problemFor(err, c)
 	if p.Status >= http.StatusInternalServerError {
 		s.logger.ErrorContext(c.Request().Context(), "request failed",
@@ -68,6 +69,20 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		p.ErrorCode, p.Message = workOrderErrorCode(p.Status), p.Detail
 	}
 	writeProblem(c, p)
+}
+
+// movedAway turns a not-found answer of an org that has moved to another cell into its org-moved problem: a request
+// that reached the old cell (directly, or routed there before the switch) learns where the org went, not that its
+// data is gone.
+func (s *Server) movedAway(c echo.Context, err error) error {
+	cl := caller(c)
+	if s.orgMovedAway == nil || cl == nil || catalog.ErrorCode(err) != catalog.ENOTFOUND {
+		return err
+	}
+	if moved := s.orgMovedAway(c.Request().Context(), cl.Org); moved != nil {
+		return moved
+	}
+	return err
 }
 
 func (s *Server) problemFor(err error, c echo.Context) Problem {

@@ -2,10 +2,14 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/acme/retention/catalog"
 )
 
 // TestWritesOfAMovingOrgAnswer503 raises the write fence of an org, as `retentionctl org move` does while it
@@ -43,4 +47,93 @@ func TestWritesOfAMovingOrgAnswer503(t *testing.T) {
 	other.token = mintToken(t, other.org, allScopes, 3600e9)
 	resp = other.do(t, request{method: http.MethodPost, path: "/dataSets", body: map[string]any{"name": "unaffected"}})
 	require.Equal(t, http.StatusCreated, resp.status, "another org writes as before: %s", resp.body)
+}
+
+// TestIngestionCutByTheFenceSaysWhatToSendAgain: a body committed in chunks, whose org's fence rises after its first
+// chunk, answers 503 org-moving with what was committed: the rows of that chunk, the lines it covered
+// (committedThroughLine), and none of the rejections of lines after them. A client that sends again only the lines
+// after committedThroughLine, once the org's writes pass again, stores every line's row once: nothing lost, nothing
+// twice, though the events carry no _id.
+func TestIngestionCutByTheFenceSaysWhatToSendAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.createDataset(t, datasetOpts{name: "cut"})
+	var lines []string
+	for i := range 3*testChunkRows + 7 {
+		line := event("2026-11-01T00:00:00Z", fmt.Sprintf(`"n":%d`, i))
+		if i == testChunkRows+3 {
+			line = `{"n":"no timestamp"}` // rejected, in the chunk the fence refuses
+		}
+		lines = append(lines, line)
+	}
+	pw, done := b.streamIngest(t, id)
+	for _, line := range lines[:testChunkRows] {
+		_, err := fmt.Fprintln(pw, line)
+		require.NoError(t, err)
+	}
+	require.Equal(t, testChunkRows, <-b.chunks, "the first chunk commits before the fence")
+	_, err := b.db.Pool.Exec(context.Background(), `INSERT INTO org_write_fences (org_id, move_id, state, since)
+		VALUES ($1, gen_random_uuid(), 'fenced', now())`, b.org)
+	require.NoError(t, err)
+	for _, line := range lines[testChunkRows:] {
+		if _, err := fmt.Fprintln(pw, line); err != nil {
+			break // the server answered and stopped reading
+		}
+	}
+	_ = pw.Close()
+	resp := <-done
+	require.Equal(t, http.StatusServiceUnavailable, resp.status, "body: %s", resp.body)
+	retryAfter := resp.header.Get("Retry-After")
+	answer := resp.json(t)
+	require.Equal(t, "org-moving", answer["type"])
+	require.EqualValues(t, testChunkRows, answer["accepted"])
+	through, _ := answer["committedThroughLine"].(float64)
+	require.Equal(t, testChunkRows, b.storedRows(t, id))
+
+	_, err = b.db.Pool.Exec(context.Background(), `DELETE FROM org_write_fences WHERE org_id = $1`, b.org)
+	require.NoError(t, err)
+	resp = b.do(t, request{method: http.MethodPost, path: "/dataSets/" + id + "/rows",
+		body: []byte(strings.Join(lines[int(through):], "\n") + "\n"), headers: map[string]string{"Content-Type": "application/x-ndjson"}})
+	require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
+	require.Equal(t, len(lines)-1, b.storedRows(t, id), "every line's row is stored once, after a resend of what the answer did not commit")
+	var distinct int
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT payload->'n') FROM lake_rows WHERE dataset_id = $1`, id).Scan(&distinct))
+	require.Equal(t, len(lines)-1, distinct)
+	require.EqualValues(t, 0, answer["rejected"], "the rejected line came after what was committed: sent again, it is judged again")
+	require.EqualValues(t, 1, resp.json(t)["rejected"])
+	require.Equal(t, "5", retryAfter, "the cut ingestion's 503 says when to send again, as every 503 does")
+}
+
+// TestRequestsOfAMovedOrgNameItsCell: after a move, a request of the org that reaches the old cell (directly, or
+// routed there before the switch) answers 503 org-moved naming the cell the org moved to, from the move's record,
+// where it answered 404 for the datasets it no longer holds; another org's not-found stays a 404.
+func TestRequestsOfAMovedOrgNameItsCell(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	other := &testBundle{url: b.url, org: newOrg()}
+	other.token = mintToken(t, other.org, allScopes, 3600e9)
+	id := other.createDataset(t, datasetOpts{name: "elsewhere"}) // a dataset the moved org does not hold here
+	_, err := b.db.Pool.Exec(context.Background(), `WITH m AS (
+		INSERT INTO org_moves (id, org_id, role, target_cell, step, started_at, updated_at)
+		VALUES (gen_random_uuid(), $1::text, 'source', 'cell-b', 'done', now(), '2026-11-23T10:00:00Z') RETURNING id)
+		INSERT INTO org_write_fences (org_id, move_id, state, since) SELECT $1::text, id, 'moved', now() FROM m`, b.org)
+	require.NoError(t, err)
+	for name, req := range map[string]request{
+		"Dataset": {method: http.MethodGet, path: "/dataSets/" + id},
+		"List":    {method: http.MethodGet, path: "/dataSets"},
+		"Limits":  {method: http.MethodGet, path: "/ttl/" + id},
+		"Rows":    {method: http.MethodGet, path: "/dataSets/" + id + "/rows"},
+		"Patch": {method: http.MethodPatch, path: "/v2/dataSets/" + id,
+			body: map[string]any{"extensions": map[string]any{"adobe_lakeHouse": map[string]any{"rowExpiration": map[string]any{"ttlValue": "P3M"}}}}},
+		"Create": {method: http.MethodPost, path: "/dataSets", body: map[string]any{"name": "late"}},
+	} {
+		resp := b.do(t, req)
+		require.Equal(t, http.StatusServiceUnavailable, resp.status, "%s: %s", name, resp.body)
+		p := resp.problem(t)
+		require.Equal(t, "org-moved", p.Type, name)
+		require.Contains(t, p.Detail, "has moved to cell cell-b", name)
+		require.Equal(t, "5", resp.header.Get("Retry-After"), name)
+	}
+	resp := other.do(t, request{method: http.MethodGet, path: "/dataSets/" + catalog.NewDatasetID()})
+	require.Equal(t, http.StatusNotFound, resp.status, "another org's not-found stays a 404: %s", resp.body)
 }

@@ -106,6 +106,7 @@ func setup(t testing.TB) *testBundle {
 		RunAt:      testSchedules(t).RunAt,
 		Schedules:  map[catalog.Store]string{catalog.LakeHouse: "0 3 * * 0", catalog.Profile: "0 4 * * *"},
 		Ready:      db.Ready, Registry: prometheus.NewRegistry(), TranslateError: postgres.TranslateError,
+		OrgMovedAway: db.OrgMovedAway,
 		// Parallel subtests send many long requests of one org at once; the per-org limit has tests of its own.
 		LongRequestsPerOrg: 1000,
 		ChunkCommitted: func(n int) {

@@ -97,6 +97,9 @@ func bodyError(err error) error {
 type ingestProblem struct {
 	Problem
 	ingestResponse
+	// CommittedThroughLine is the last line (or array position) whose fate is committed: the lines up to it are
+	// stored or rejected, and none after it is stored, so a client sends again only the lines after it.
+	CommittedThroughLine int `json:"committedThroughLine"`
 }
 
 // ingestFailed answers an ingestion that stopped on err. Chunks commit as the body streams in, so a failure may
@@ -110,10 +113,13 @@ func (s *Server) ingestFailed(c echo.Context, res *catalog.IngestResult, err err
 		s.logger.ErrorContext(c.Request().Context(), "ingestion failed after committing rows",
 			slog.String("request_id", p.RequestID), slog.Int("rows_committed", res.Accepted), slog.Any("error", err))
 	}
-	p.Detail += fmt.Sprintf(" Before this, %d rows of the body were stored and stay stored, and %d lines were rejected; nothing after it was read.",
-		res.Accepted, res.Rejected)
+	p.Detail += fmt.Sprintf(" Before this, the lines up to %d were committed: %d rows of the body were stored and stay stored, and %d lines were rejected; no line after %d was stored, so send again only those.",
+		res.CommittedThrough, res.Accepted, res.Rejected, res.CommittedThrough)
+	if after, ok := retryAfter[catalog.ErrorCode(err)]; ok {
+		c.Response().Header().Set("Retry-After", after) // as errorHandler does for a bare problem
+	}
 	c.Response().Header().Set(echo.HeaderContentType, problemContentType)
-	return c.JSON(p.Status, ingestProblem{Problem: p, ingestResponse: newIngestResponse(res)})
+	return c.JSON(p.Status, ingestProblem{Problem: p, ingestResponse: newIngestResponse(res), CommittedThroughLine: res.CommittedThrough})
 }
 
 // rowsContentType returns the format of an ingestion body, as its Content-Type declares it.

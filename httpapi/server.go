@@ -63,6 +63,10 @@ type Config struct {
 	// (postgres.TranslateError): a safety net under the services' own translation, so that a value the database
 	// refuses is a 400 and not a 500.
 	TranslateError func(error) error
+	// OrgMovedAway, when set, tells whether an org has moved from this cell to another (postgres.DB.OrgMovedAway):
+	// the error to answer instead of a not-found (503 org-moved naming the cell), nil when it did not move. It is
+	// asked only for requests whose answer is a not-found, so it costs other requests nothing.
+	OrgMovedAway func(ctx context.Context, org string) error
 	// ReadTimeout is the longest a request body may go without a byte arriving (30 s when zero).
 	ReadTimeout time.Duration
 	// WriteTimeout is the longest a client may take to accept an answer, or one page of a stream
@@ -97,6 +101,7 @@ type Server struct {
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
+	orgMovedAway   func(ctx context.Context, org string) error
 	readTimeout    time.Duration
 	writeTimeout   time.Duration
 	longRequests   *orgLimiter
@@ -107,7 +112,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, workOrders: cfg.WorkOrders, nextRun: cfg.NextRun, explainer: cfg.Explain, runAt: cfg.RunAt, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
-		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError,
+		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError, orgMovedAway: cfg.OrgMovedAway,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
 		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
 		listings:     newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),

@@ -119,11 +119,12 @@ func (m *OrgMove) check() error {
 // walk takes the move from its step to the end, one committed step at a time.
 func (m *OrgMove) walk(ctx context.Context, st *moveState, rep *MoveReport) error {
 	for st.step != stepDone {
+		began := time.Now()
 		next, err := m.advance(ctx, st, rep)
 		if err != nil {
 			return fmt.Errorf("move %s (%s) at step %s: %w", m.Org, st.id, st.step, err)
 		}
-		m.logf("move %s: %s", st.id, next)
+		m.logf("move %s: %s in %s", st.id, next, time.Since(began).Round(time.Millisecond))
 		st.step = next
 		rep.Steps = append(rep.Steps, next)
 		if m.AfterStep != nil {

@@ -130,11 +130,14 @@ func (s *RowService) IngestRows(ctx context.Context, c *catalog.Caller, datasetI
 	return res, s.write(ctx, t, rows, res, opts)
 }
 
-// write writes rows in chunks of s.chunkRows, each committed as it fills.
+// write writes rows in chunks of s.chunkRows, each committed as it fills. res says which lines each commit covered
+// (IngestResult.CommittedThrough); when a chunk fails, the rejections of its lines are taken back (Uncommit), so
+// that res counts exactly what the ingestion committed.
 func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[catalog.RowInput], res *catalog.IngestResult, opts catalog.IngestOptions) error {
 	chunk := make([]catalog.RowInput, 0, s.chunkRows)
 	flush := func() error {
 		if len(chunk) == 0 {
+			res.Commit() // lines read and all rejected
 			return nil
 		}
 		now := s.db.now()
@@ -145,10 +148,12 @@ func (s *RowService) write(ctx context.Context, t *ingestTarget, rows iter.Seq[c
 			res.Reject(in.Line, catalog.ErrOverridesRefused(t.ds.ID, "_expiresAt or _ttl"))
 		}
 		if err != nil {
+			res.Uncommit()
 			return err
 		}
 		res.Accepted += len(stored)
 		res.ExpiredOnArrival += expiredOnArrival(t, stored, now)
+		res.Commit()
 		if opts.ChunkCommitted != nil {
 			opts.ChunkCommitted(len(chunk))
 		}

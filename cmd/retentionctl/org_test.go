@@ -32,12 +32,20 @@ type moveCells struct {
 	router         *cells.Router
 	datasetID      string
 	rows           int64
+	// before, when set, is what the target must hold of the org's rows after the move (content).
+	before []string
 }
 
 func setupMoveCells(t *testing.T) *moveCells {
 	t.Helper()
+	return setupMoveCellsOn(t, testdb.New(t), testdb.New(t))
+}
+
+// setupMoveCellsOn is setupMoveCells with the cells' databases at srcURL and dstURL, migrated.
+func setupMoveCellsOn(t *testing.T, srcURL, dstURL string) *moveCells {
+	t.Helper()
 	ctx := context.Background()
-	c := &moveCells{srcURL: testdb.New(t), dstURL: testdb.New(t)}
+	c := &moveCells{srcURL: srcURL, dstURL: dstURL}
 	for _, db := range []**postgres.DB{&c.src, &c.dst} {
 		url := c.srcURL
 		if db == &c.dst {
@@ -148,6 +156,9 @@ func (c *moveCells) requireMoved(t *testing.T, out string) {
 	t.Helper()
 	require.Contains(t, out, "moved org "+moveOrg+" to cell b")
 	require.Equal(t, c.rows, c.count(t, c.dst, `SELECT count(*) FROM lake_rows WHERE dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`))
+	if c.before != nil {
+		require.Equal(t, c.before, c.content(t, c.dst), "the target holds the org's rows as the source held them, and every acknowledged write")
+	}
 	require.Equal(t, int64(1), c.count(t, c.dst, `SELECT count(*) FROM dataset_holds WHERE dataset_id IN (SELECT id FROM datasets WHERE org_id = $1) AND released_at IS NULL`))
 	require.Zero(t, c.count(t, c.src, `SELECT count(*) FROM datasets WHERE org_id = $1`))
 	require.Zero(t, c.count(t, c.src, `SELECT count(*) FROM audit_events WHERE org_id = $1`))

@@ -203,6 +203,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 		},
 		Schedules:      schedules.Specs(),
 		TranslateError: postgres.TranslateError,
+		OrgMovedAway:   db.OrgMovedAway,
 		ReadTimeout:    cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, LongRequestsPerOrg: cfg.LongRequestsPerOrg,
 	})
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.HTTPAddr)

@@ -91,10 +91,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	h.report.Sizes = fmt.Sprintf("%s rows in %d datasets (TTLs %s in turn) with event times from %s to %s; TTL-change dataset %s rows; "+
 		"HTTP ingestion %s rows per variant into %d datasets by %d clients, %s rows a request; %d load clients, %v idle window; "+
-		"API reads %d and %d connections for %v; pgbench scale %d; preview dataset %s rows; audit log %s events",
+		"API reads %d and %d connections for %v; pgbench scale %d; preview dataset %s rows; audit log %s events; org move %s rows",
 		fmtInt(int64(cfg.Rows)), cfg.Datasets, strings.Join(cfg.TTLs, "/"), h.from.Format(time.DateOnly), h.to.Format(time.DateOnly),
 		fmtInt(int64(cfg.TTLRows)), fmtInt(int64(cfg.HTTPRows)), cfg.HTTPDatasets, cfg.HTTPStreams, fmtInt(int64(cfg.HTTPBodyRows)),
-		cfg.LoadConns, cfg.LoadDuration, cfg.APILatencyConns, cfg.APIConns, cfg.APIDuration, cfg.PgbenchScale, fmtInt(int64(cfg.PreviewRows)), fmtInt(int64(cfg.AuditEvents)))
+		cfg.LoadConns, cfg.LoadDuration, cfg.APILatencyConns, cfg.APIConns, cfg.APIDuration, cfg.PgbenchScale, fmtInt(int64(cfg.PreviewRows)), fmtInt(int64(cfg.AuditEvents)), fmtInt(int64(cfg.MoveRows)))
 	if cfg.Smoke {
 		h.report.Sizes = "SMOKE (figures mean nothing): " + h.report.Sizes
 	}
@@ -195,6 +195,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	h.scenario([]string{ScenarioTTLChange}, func() error { return h.ttlChange(ctx) })
 	h.scenario([]string{ScenarioAPIReads}, func() error { return errors.Join(h.apiReads(ctx), h.datasetListing(ctx)) })
 	h.scenario([]string{ScenarioCellRouting}, func() error { return h.cellRouting(ctx) })
+	h.scenario([]string{ScenarioOrgMove}, func() error { return h.orgMove(ctx) })
 	h.scenario([]string{ScenarioBacklog}, func() error { return h.expiredBacklog(ctx) })
 	h.scenario([]string{ScenarioIngestion}, func() error { return h.ingestion(ctx) })
 	h.scenario([]string{ScenarioPreview}, func() error { return h.preview(ctx) })

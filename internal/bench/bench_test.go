@@ -50,7 +50,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, s := range []string{bench.ScenarioRetentionRun, bench.ScenarioFloor, bench.ScenarioRunUnderLoad, bench.ScenarioTTLChange,
-		bench.ScenarioIngestion, bench.ScenarioAPIReads, bench.ScenarioCellRouting, bench.ScenarioMemory} {
+		bench.ScenarioIngestion, bench.ScenarioAPIReads, bench.ScenarioCellRouting, bench.ScenarioOrgMove, bench.ScenarioMemory} {
 		for _, r := range report.Find(s) {
 			require.NotEqual(t, bench.NotRun, r.Holds, "%s did not run: %s", s, r.Note)
 		}

@@ -50,6 +50,8 @@ type Config struct {
 	// log a filtered page of GET /audit/events is read from.
 	PreviewRows int
 	AuditEvents int
+	// MoveRows is the size of the org that retentionctl org move moves between two cells.
+	MoveRows int
 
 	// DatabaseURL names an existing server (a superuser URL) to create the harness's databases on, instead of
 	// starting a private cluster. The harness drops its databases when it ends.
@@ -112,7 +114,7 @@ func DefaultConfig() Config {
 		HTTPRows: 1_000_000, HTTPDatasets: 10, HTTPStreams: 2, HTTPBodyRows: 5000,
 		LoadConns: 4, LoadDuration: 10 * time.Second,
 		APIConns: 64, APILatencyConns: 16, APIDuration: 10 * time.Second, PgbenchScale: 10, PgbenchJobs: 2,
-		PreviewRows: 10_000_000, AuditEvents: 10_000_000,
+		PreviewRows: 10_000_000, AuditEvents: 10_000_000, MoveRows: 1_000_000,
 		PGSettings: DefaultPGSettings(),
 		DocPath:    "docs/benchmarks.md",
 	}
@@ -131,7 +133,7 @@ func SmokeConfig() Config {
 	c.APIConns, c.APILatencyConns, c.APIDuration, c.PgbenchScale = 16, 4, time.Second, 1
 	// A second of pgbench with 16 clients can end before any of them completes a transaction on a loaded machine.
 	c.PgbenchTransactions = 50
-	c.PreviewRows, c.AuditEvents = 10_000, 10_000
+	c.PreviewRows, c.AuditEvents, c.MoveRows = 10_000, 10_000, 10_000
 	return c
 }
 
@@ -151,7 +153,8 @@ func (c *Config) validate() error {
 		v    int
 	}{{"-load-workers", c.LoadWorkers}, {"-run-trials", c.RunTrials}, {"-ttl-rows", c.TTLRows}, {"-http-rows", c.HTTPRows}, {"-http-datasets", c.HTTPDatasets},
 		{"-http-streams", c.HTTPStreams}, {"-http-body-rows", c.HTTPBodyRows}, {"-load-conns", c.LoadConns}, {"-api-conns", c.APIConns}, {"-api-latency-conns", c.APILatencyConns},
-		{"-pgbench-scale", c.PgbenchScale}, {"-pgbench-jobs", c.PgbenchJobs}, {"-preview-rows", c.PreviewRows}, {"-audit-events", c.AuditEvents}} {
+		{"-pgbench-scale", c.PgbenchScale}, {"-pgbench-jobs", c.PgbenchJobs}, {"-preview-rows", c.PreviewRows}, {"-audit-events", c.AuditEvents},
+		{"-move-rows", c.MoveRows}} {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.name, n.v))
 		}
@@ -216,6 +219,7 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.IntVar(&c.PgbenchTransactions, "pgbench-transactions", c.PgbenchTransactions, "pgbench -t: transactions per client instead of -api-duration (0: run for -api-duration)")
 	fs.IntVar(&c.PreviewRows, "preview-rows", c.PreviewRows, "rows of the dataset the preview is timed on")
 	fs.IntVar(&c.AuditEvents, "audit-events", c.AuditEvents, "audit events the audit query reads from")
+	fs.IntVar(&c.MoveRows, "move-rows", c.MoveRows, "rows of the org retentionctl org move moves between two cells")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "use this server (superuser URL) instead of a private cluster")
 	only := fs.String("only", "", "measure only these scenarios, comma-separated: "+strings.Join(scenarioKeys(), ", "))
 	settings := fs.String("pg", "", "extra or overriding settings of the private cluster, NAME=VALUE,NAME=VALUE")

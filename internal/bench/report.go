@@ -26,13 +26,14 @@ const (
 	ScenarioAuditChain   = "audit chain"
 	ScenarioMemory       = "memory"
 	ScenarioCellRouting  = "cell routing"
+	ScenarioOrgMove      = "org move"
 	ScenarioBacklog      = "expired backlog"
 )
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
 	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange,
-	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioBacklog, ScenarioPreview, ScenarioAuditQuery,
+	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioOrgMove, ScenarioBacklog, ScenarioPreview, ScenarioAuditQuery,
 	ScenarioAuditChain, ScenarioMemory,
 }
 
