@@ -166,9 +166,8 @@ type eventGen struct {
 }
 
 // withPeople makes the generator give each event one of people's identityMap, as retentionctl load -people does.
-func (g *eventGen) withPeople(people int, seed, stream uint64) *eventGen {
+func (g *eventGen) withPeople(people int, seed, stream uint64) {
 	g.people, g.whom = people, rand.New(rand.NewPCG(seed, stream^peopleStream))
-	return g
 }
 
 // peopleStream sets the generator of an event's person apart from the event's own.
