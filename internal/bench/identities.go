@@ -242,7 +242,7 @@ type orderDone struct {
 	id               string
 	status, reason   string
 	rowsDeleted      int64
-	created, started time.Time // the order's createdAt, and when its first job began (river_job.attempted_at)
+	created, started time.Time // the order's createdAt, and when the tick queued its first job (river_job.created_at; attempted_at is the last attempt's)
 	// deleteEvents is the order's Delete events (one a dataset), auditedRows the rows they count, executeEvents
 	// its Execute events (one when it completed).
 	deleteEvents, auditedRows, executeEvents int64
@@ -288,7 +288,7 @@ func (a *apiClient) timedWorkOrder(ctx context.Context, dbURL string, emails []s
 	took := time.Since(start)
 	var started *time.Time
 	err = conn.QueryRow(ctx, `SELECT
-  (SELECT min(attempted_at) FROM river_job WHERE kind = 'workorder' AND args->>'workorder_id' = $1),
+  (SELECT min(created_at) FROM river_job WHERE kind = 'workorder' AND args->>'workorder_id' = $1),
   count(*) FILTER (WHERE action = 'Delete'),
   coalesce(sum((details->>'rowsDeleted')::bigint) FILTER (WHERE action = 'Delete'), 0)::bigint,
   count(*) FILTER (WHERE action = 'Execute')
@@ -498,7 +498,7 @@ func (h *harness) reportWorkOrder(o *orderDone, ours time.Duration, otherCPU flo
 	}
 	note := fmt.Sprintf("POST /data/core/hygiene/workorder {datasetId: ALL} naming %s e-mails of the identities store's %s people "+
 		"(%s rows over %d datasets, each carrying one person's identityMap), then the order's row read every %v until completed: %s rows removed; "+
-		"the first job began %s after the order was created (the work-order tick, RETENTION_WORKORDER_INTERVAL, default 10 s), "+
+		"its first job was queued %s after the order was created (by the work-order tick, RETENTION_WORKORDER_INTERVAL, default 10 s), "+
 		"so about %s went to the removal itself. %s "+
 		"Other processes took %s of the CPU meanwhile. Baseline: the same rows in the baseline table's twin with an identities text[] column, "+
 		"its two row indexes and a GIN index on identities; one DELETE … WHERE identities && $1 with enable_seqscan off, so that it uses that index (plan: %s); samples, each after a CHECKPOINT: %s. %s",

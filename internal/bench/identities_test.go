@@ -158,7 +158,7 @@ func TestReportWorkOrder(t *testing.T) {
 		require.Equal(t, Holds, rows[0].Holds)
 		require.Equal(t, fmtDur(1600*time.Millisecond)+" (GIN + DELETE)", rows[0].Baseline, "the committed sample is the figure")
 		require.Equal(t, "1.9×", rows[0].Ratio)
-		require.Contains(t, rows[0].Note, "the first job began 3.00 s after the order was created")
+		require.Contains(t, rows[0].Note, "its first job was queued 3.00 s after the order was created")
 		require.Equal(t, Holds, rows[1].Holds, "under 60 s")
 	})
 	t.Run("SlowerFails", func(t *testing.T) {
