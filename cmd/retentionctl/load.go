@@ -23,13 +23,14 @@ import (
 
 const loadUsage = `usage: retentionctl load -org ORG [-sandbox prod] -dataset NAME_OR_ID [-ingested-at RFC3339] FILE.ndjson|- ...
        retentionctl load -org ORG -generate N [-datasets M] [-from DAY] [-to DAY] [-name-prefix synthetic]
-                         [-orgs ORG2,ORG3] [-seed 1] [-ingested-at-event] [-workers 2]
+                         [-orgs ORG2,ORG3] [-seed 1] [-ingested-at-event] [-workers 2] [-people N]
 Flags go before the files.`
 
 // loadFlags are the parsed flags of `retentionctl load`.
 type loadFlags struct {
 	org, sandbox, dataset, ingestedAt string
 	generate, datasets, workers       int
+	people                            int
 	from, to, namePrefix, orgs        string
 	seed                              uint64
 	ingestedAtEvent, quiet            bool
@@ -81,6 +82,7 @@ func parseLoadFlags(args []string, stderr io.Writer) (*loadFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "with -generate: the seed of the generated timestamps and payloads")
 	fs.BoolVar(&f.ingestedAtEvent, "ingested-at-event", false, "with -generate: ingest each row at its event time, as a migrated history")
 	fs.IntVar(&f.workers, "workers", 2, "with -generate: how many datasets load at once")
+	fs.IntVar(&f.people, "people", 0, "with -generate: each row carries the identityMap of one of this many synthetic people (person-N@example.com, primary, and an ECID)")
 	fs.BoolVar(&f.quiet, "quiet", false, "show no progress bar")
 	if err := fs.Parse(args); err != nil {
 		return nil, errUsage
@@ -94,7 +96,7 @@ func parseLoadFlags(args []string, stderr io.Writer) (*loadFlags, error) {
 }
 
 // generateOnly are the flags that apply only to generated rows.
-var generateOnly = []string{"datasets", "from", "to", "name-prefix", "orgs", "seed", "ingested-at-event", "workers"}
+var generateOnly = []string{"datasets", "from", "to", "name-prefix", "orgs", "seed", "ingested-at-event", "workers", "people"}
 
 func (f *loadFlags) validate() error {
 	if f.org == "" {
@@ -154,6 +156,8 @@ func (f *loadFlags) validate() error {
 		return fmt.Errorf("-datasets must be between 1 and the -generate rows (%d), got %d", f.generate, f.datasets)
 	case f.workers < 1:
 		return fmt.Errorf("-workers must be at least 1, got %d", f.workers)
+	case f.people < 0:
+		return fmt.Errorf("-people must be 0 (rows without identities) or a number of people, got %d", f.people)
 	case f.ingestedAtEvent && f.ingestedAtTime != nil:
 		return errors.New("-ingested-at and -ingested-at-event exclude each other")
 	case f.namePrefix == "" || len(f.namePrefix) > catalog.MaxNameLength-8 || !utf8.ValidString(f.namePrefix):
@@ -355,7 +359,7 @@ func loadGenerated(ctx context.Context, db *postgres.DB, f *loadFlags, out, stde
 		wg.Go(func() {
 			for job := range next {
 				gen := demo.Synthetic{N: job.rows, From: f.fromTime, To: f.toTime, Seed: f.seed, Stream: uint64(job.index), //nolint:gosec // G115: a worker index, never negative
-					IngestedAtEvent: f.ingestedAtEvent, IngestedAt: f.ingestedAtTime}
+					IngestedAtEvent: f.ingestedAtEvent, IngestedAt: f.ingestedAtTime, People: f.people}
 				res, err := rows.IngestRows(ctx, job.caller, job.ds.ID, gen.Rows(), catalog.IngestOptions{AllowIngestedAt: true, ChunkCommitted: bar.add})
 				mu.Lock()
 				if res != nil {

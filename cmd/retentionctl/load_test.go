@@ -301,6 +301,24 @@ FROM datasets d LEFT JOIN lake_rows r ON r.dataset_id = d.id GROUP BY 1, 2, 3 OR
 		require.Contains(t, lines[len(lines)-1], "(12000/12000, ", "%q", bar)
 	})
 
+	t.Run("PeopleCarryIdentities", func(t *testing.T) {
+		t.Parallel()
+		b := setupLoad(t)
+		lastLine(t, mustCtl(t, b.env, "load", "-org", "O", "-generate", "2000", "-datasets", "2", "-people", "50", "-quiet"))
+		// Each row carries one of the 50 people's identityMap in its payload, and the key its primary e-mail gives
+		// in the identities column, as the API extracts it; the ECID is not a key, the e-mail being primary.
+		var rows, people, mismatched int64
+		err := b.pool.QueryRow(context.Background(), `
+SELECT count(*), count(DISTINCT identities),
+       count(*) FILTER (WHERE identities <> ARRAY['email:' || (payload->'identityMap'->'email'->0->>'id')]
+                           OR payload->'identityMap'->'ECID'->0->>'id' IS NULL OR payload->>'page' IS NULL)
+FROM lake_rows`).Scan(&rows, &people, &mismatched)
+		require.NoError(t, err)
+		require.EqualValues(t, 2000, rows)
+		require.EqualValues(t, 50, people, "2,000 rows drawn from 50 people reach every one of them")
+		require.Zero(t, mismatched)
+	})
+
 	t.Run("RecordDatasetInTheWay", func(t *testing.T) {
 		t.Parallel()
 		b := setupLoad(t)
@@ -326,6 +344,8 @@ func TestLoadFlags(t *testing.T) {
 		{"DatasetsZero", []string{"-org", "O", "-generate", "10", "-datasets", "0"}, "-datasets must be between 1 and the -generate rows"},
 		{"DatasetsOverRows", []string{"-org", "O", "-generate", "10", "-datasets", "11"}, "-datasets must be between 1 and the -generate rows (10)"},
 		{"WorkersZero", []string{"-org", "O", "-generate", "10", "-workers", "0"}, "-workers must be at least 1"},
+		{"PeopleNegative", []string{"-org", "O", "-generate", "10", "-people", "-1"}, "-people must be 0"},
+		{"PeopleWithFiles", []string{"-org", "O", "-dataset", "web", "-people", "5", file}, "-people applies only with -generate"},
 		{"BadFrom", []string{"-org", "O", "-generate", "10", "-from", "yesterday"}, "-from must be a day such as 2024-11-23"},
 		{"ToBeforeFrom", []string{"-org", "O", "-generate", "10", "-from", "2026-01-02", "-to", "2026-01-01"}, "-to 2026-01-01T00:00:00Z must be after -from"},
 		{"OrgTwice", []string{"-org", "O", "-generate", "10", "-orgs", "O2,O"}, "-orgs names O twice"},

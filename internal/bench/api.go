@@ -38,7 +38,7 @@ func newAPIClient(base, secret, org string) (*apiClient, error) {
 			ExpiresAt: jwt.NewNumericDate(time.Now().Add(48 * time.Hour))},
 		Org: org, ClientID: "retentionbench",
 		Scope: strings.Join([]string{catalog.ScopeDatasetsRead, catalog.ScopeDatasetsManage, catalog.ScopeAuditRead, catalog.ScopeRetentionRun,
-			catalog.ScopeRetentionHold}, " "),
+			catalog.ScopeRetentionHold, catalog.ScopeWorkOrdersManage}, " "),
 	})
 	if err != nil {
 		return nil, err

@@ -66,6 +66,13 @@ type harness struct {
 	// runs manifestCost compares.
 	manifestTime, plainRunTime time.Duration
 
+	// The identities store (identityStore): its datasets, their TTLs, its retentionctl load's time, or why it could
+	// not be loaded.
+	identIDs  []string
+	identTTL  map[string]string
+	identLoad time.Duration
+	identErr  error
+
 	// deleteJudgements are the rows whose baseline is a DELETE, judged on each other's samples too once all are
 	// measured (judgeDeletes).
 	deleteJudgements []deleteJudgement
@@ -187,6 +194,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	}
 	h.scenario([]string{ScenarioRetentionRun, ScenarioMemory}, func() error { return h.retentionRun(ctx) })
 	h.manifestCost()
+	h.scenario([]string{ScenarioWorkOrder}, func() error { return h.workOrder(ctx) })
 
 	if err := h.useService(ctx, dbLoad, "retentiond-load.log"); err != nil {
 		return err

@@ -49,7 +49,7 @@ func TestSmoke(t *testing.T) {
 			require.NotEqual(t, bench.Errored, r.Holds, "%s: %s", s, r.Note)
 		}
 	}
-	for _, s := range []string{bench.ScenarioRetentionRun, bench.ScenarioFloor, bench.ScenarioRunUnderLoad, bench.ScenarioTTLChange,
+	for _, s := range []string{bench.ScenarioRetentionRun, bench.ScenarioWorkOrder, bench.ScenarioFloor, bench.ScenarioRunUnderLoad, bench.ScenarioTTLChange,
 		bench.ScenarioIngestion, bench.ScenarioAPIReads, bench.ScenarioCellRouting, bench.ScenarioOrgMove, bench.ScenarioMemory} {
 		for _, r := range report.Find(s) {
 			require.NotEqual(t, bench.NotRun, r.Holds, "%s did not run: %s", s, r.Note)

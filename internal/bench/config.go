@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/acme/retention/catalog"
 )
 
 // Config holds the sizes and settings of a harness run. DefaultConfig has the sizes; SmokeConfig shrinks
@@ -26,6 +28,11 @@ type Config struct {
 	// RunTrials is how many times the retention run and its baseline DELETE are timed, each pair on its own copy of
 	// the data; the report takes the pair with the median ratio.
 	RunTrials int
+
+	// People is how many people the identities store's rows belong to (the retention-run data again, each row
+	// carrying one person's identityMap); 0 means one for every 10 rows. WorkOrderIdentities is how many of them the
+	// work order names; 0 means a tenth of the people, at most catalog.MaxWorkOrderIdentities.
+	People, WorkOrderIdentities int
 
 	// TTLRows is the size of the dataset whose TTL is shortened, then lengthened.
 	TTLRows int
@@ -159,6 +166,14 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be at least 1, got %d", n.name, n.v))
 		}
 	}
+	if c.People < 0 || c.WorkOrderIdentities < 0 {
+		errs = append(errs, fmt.Errorf("-people (%d) and -workorder-identities (%d) must be 0 (scaled with -rows) or positive", c.People, c.WorkOrderIdentities))
+	} else if c.Rows > 0 {
+		if n := c.workOrderIdentities(); n > catalog.MaxWorkOrderIdentities || n > c.people() {
+			errs = append(errs, fmt.Errorf("-workorder-identities (%d) must be at most %d (an order's bound) and at most -people (%d)",
+				n, catalog.MaxWorkOrderIdentities, c.people()))
+		}
+	}
 	if c.PgbenchTransactions < 0 {
 		errs = append(errs, fmt.Errorf("-pgbench-transactions must be 0 (run for -api-duration) or more, got %d", c.PgbenchTransactions))
 	}
@@ -204,6 +219,8 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the generated rows")
 	fs.IntVar(&c.LoadWorkers, "load-workers", c.LoadWorkers, "retentionctl load -workers, and COPY streams of the raw-COPY baseline")
 	fs.IntVar(&c.RunTrials, "run-trials", c.RunTrials, "times the retention run and its baseline are timed, each on a copy of the data (the median is reported)")
+	fs.IntVar(&c.People, "people", c.People, "people the identities store's rows belong to (0: -rows / 10)")
+	fs.IntVar(&c.WorkOrderIdentities, "workorder-identities", c.WorkOrderIdentities, "identities the work order names (0: a tenth of -people, at most 100,000)")
 	fs.IntVar(&c.TTLRows, "ttl-rows", c.TTLRows, "rows of the dataset whose TTL changes")
 	fs.IntVar(&c.HTTPRows, "http-rows", c.HTTPRows, "rows posted through POST /dataSets/{id}/rows, per variant (with and without _id)")
 	fs.IntVar(&c.HTTPDatasets, "http-datasets", c.HTTPDatasets, "datasets those rows go to")
@@ -264,6 +281,23 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	c.BuildFlags = strings.Fields(*buildFlags)
 	c.Command = "go run ./cmd/retentionbench " + strings.Join(args, " ")
 	return c, c.validate()
+}
+
+// people is the number of people of the identities store: Config.People, or one for every 10 rows.
+func (c *Config) people() int {
+	if c.People > 0 {
+		return c.People
+	}
+	return max(c.Rows/10, 1)
+}
+
+// workOrderIdentities is the number of identities the work order names: Config.WorkOrderIdentities, or a tenth of
+// the people, within an order's bound.
+func (c *Config) workOrderIdentities() int {
+	if c.WorkOrderIdentities > 0 {
+		return c.WorkOrderIdentities
+	}
+	return max(min(c.people()/10, catalog.MaxWorkOrderIdentities), 1)
 }
 
 func splitList(s string) []string {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/acme/retention/internal/demo"
 )
 
 // sample is one request of a load generator.
@@ -157,7 +159,19 @@ type eventGen struct {
 	span     int64
 	next     int
 	clientID bool
+	// people, when positive, gives each event the identityMap of one of that many people (demo.AppendIdentityMap),
+	// drawn by whom, a generator of its own, so that the events are otherwise those of the same seed without it.
+	people int
+	whom   *rand.Rand
 }
+
+// withPeople makes the generator give each event one of people's identityMap, as retentionctl load -people does.
+func (g *eventGen) withPeople(people int, seed, stream uint64) {
+	g.people, g.whom = people, rand.New(rand.NewPCG(seed, stream^peopleStream))
+}
+
+// peopleStream sets the generator of an event's person apart from the event's own.
+const peopleStream = 0x9e0_91e
 
 func newEventGen(seed, stream uint64, n int, from, to time.Time, clientID bool) *eventGen {
 	span := to.Sub(from).Milliseconds()
@@ -175,6 +189,9 @@ func (g *eventGen) body(buf *bytes.Buffer, n int) {
 		ts := g.from.Add(time.Duration(ms) * time.Millisecond)
 		scratch = scratch[:0]
 		scratch = append(scratch, '{')
+		if g.people > 0 {
+			scratch = demo.AppendIdentityMap(scratch, g.whom.IntN(g.people))
+		}
 		// The same random draws whether or not the _id is sent, so both variants carry the same events.
 		binary.LittleEndian.PutUint64(id[:8], g.rng.Uint64())
 		binary.LittleEndian.PutUint64(id[8:], g.rng.Uint64())

@@ -16,6 +16,7 @@ const (
 	ScenarioRetentionRun = "retention run"
 	ScenarioHeldDataset  = "held dataset"
 	ScenarioManifest     = "deletion manifest"
+	ScenarioWorkOrder    = "work order"
 	ScenarioRunUnderLoad = "run under load"
 	ScenarioFloor        = "floor"
 	ScenarioTTLChange    = "TTL change"
@@ -32,7 +33,7 @@ const (
 
 // Scenarios lists the scenarios in the order of the table.
 var Scenarios = []string{
-	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange,
+	ScenarioRetentionRun, ScenarioHeldDataset, ScenarioManifest, ScenarioWorkOrder, ScenarioRunUnderLoad, ScenarioFloor, ScenarioTTLChange,
 	ScenarioIngestion, ScenarioAPIReads, ScenarioCellRouting, ScenarioOrgMove, ScenarioBacklog, ScenarioPreview, ScenarioAuditQuery,
 	ScenarioAuditChain, ScenarioMemory,
 }

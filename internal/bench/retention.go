@@ -28,11 +28,13 @@ func (h *harness) setLakePolicy(ctx context.Context, dbURL, org string) error {
 	return err
 }
 
-// loadGenerated runs retentionctl load -generate and returns its wall time.
-func (h *harness) loadGenerated(ctx context.Context, dbURL, org, prefix string, rows, datasets, workers int, seed uint64) (time.Duration, error) {
+// loadGenerated runs retentionctl load -generate and returns its wall time; extra are more flags of the load (such
+// as -people).
+func (h *harness) loadGenerated(ctx context.Context, dbURL, org, prefix string, rows, datasets, workers int, seed uint64, extra ...string) (time.Duration, error) {
 	args := []string{"load", "-org", org, "-generate", strconv.Itoa(rows), "-datasets", strconv.Itoa(datasets),
 		"-from", h.from.Format(time.RFC3339Nano), "-to", h.to.Format(time.RFC3339Nano), "-seed", strconv.FormatUint(seed, 10),
 		"-ingested-at-event", "-workers", strconv.Itoa(workers), "-name-prefix", prefix, "-quiet"}
+	args = append(args, extra...)
 	start := time.Now()
 	out, err := runCtl(ctx, h.bins.retentionctl, dbURL, args...)
 	elapsed := time.Since(start)
@@ -63,22 +65,11 @@ func (h *harness) setup(ctx context.Context) error {
 	if err := h.setLakePolicy(ctx, svcURL, orgMain); err != nil {
 		return err
 	}
-	api, err := h.client(orgMain)
+	ids, err := h.createBenchDatasets(ctx, h.mainTTL)
 	if err != nil {
 		return err
 	}
-	for i := range cfg.Datasets {
-		id, err := api.createDataset(ctx, fmt.Sprintf("bench-%03d", i))
-		if err != nil {
-			return err
-		}
-		ttl := cfg.TTLs[i%len(cfg.TTLs)]
-		if err := api.setTTL(ctx, id, ttl); err != nil {
-			return err
-		}
-		h.mainIDs = append(h.mainIDs, id)
-		h.mainTTL[id] = ttl
-	}
+	h.mainIDs = ids
 	if err := h.pg.checkpoint(ctx); err != nil {
 		return err
 	}
@@ -153,6 +144,29 @@ func (h *harness) setup(ctx context.Context) error {
 	return h.pg.checkpoint(ctx)
 }
 
+// createBenchDatasets creates the retention-run datasets in orgMain of the running retentiond (bench-000, …, their
+// TTLs Config.TTLs in turn), records each one's TTL in ttls and returns their ids in order.
+func (h *harness) createBenchDatasets(ctx context.Context, ttls map[string]string) ([]string, error) {
+	api, err := h.client(orgMain)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for i := range h.cfg.Datasets {
+		id, err := api.createDataset(ctx, fmt.Sprintf("bench-%03d", i))
+		if err != nil {
+			return nil, err
+		}
+		ttl := h.cfg.TTLs[i%len(h.cfg.TTLs)]
+		if err := api.setTTL(ctx, id, ttl); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		ttls[id] = ttl
+	}
+	return ids, nil
+}
+
 // scratchCopy times the COPY of the files into rows_sample, a new empty table like the baseline's rows with its
 // indexes, after a CHECKPOINT, and drops it.
 func (h *harness) scratchCopy(ctx context.Context, base *pgx.Conn, files []string) (workSample, error) {
@@ -176,6 +190,14 @@ func (h *harness) scratchCopy(ctx context.Context, base *pgx.Conn, files []strin
 // dataset i into file i % streams, each in ingestion order: the order in which a plain table would have received
 // them.
 func (h *harness) exportRows(ctx context.Context, db string, ids []string, streams int, label string) ([]string, error) {
+	return h.exportColumns(ctx, db, ids, streams, label, rowColumns)
+}
+
+// rowColumns are the columns of a row the baseline tables hold.
+const rowColumns = "dataset_id, row_id, ts, ingested_at, payload"
+
+// exportColumns is exportRows of the columns cols (a constant list of the store's columns).
+func (h *harness) exportColumns(ctx context.Context, db string, ids []string, streams int, label, cols string) ([]string, error) {
 	conn, err := h.pg.connect(ctx, db)
 	if err != nil {
 		return nil, err
@@ -195,7 +217,7 @@ func (h *harness) exportRows(ctx context.Context, db string, ids []string, strea
 		if err != nil {
 			return nil, err
 		}
-		_, err = conn.PgConn().CopyTo(ctx, f, `COPY (SELECT dataset_id, row_id, ts, ingested_at, payload FROM lake_rows
+		_, err = conn.PgConn().CopyTo(ctx, f, `COPY (SELECT `+cols+` FROM lake_rows
 			WHERE dataset_id = ANY(`+quoteList(part)+`) ORDER BY ingested_at, row_id) TO STDOUT (FORMAT binary)`)
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -212,6 +234,11 @@ func (h *harness) exportRows(ctx context.Context, db string, ids []string, strea
 // and the wall time. With rollback set, each stream runs in a transaction it rolls back after the clock stops: a
 // sample of the COPY that leaves the table's rows as they were.
 func (h *harness) copyFiles(ctx context.Context, table string, files []string, rollback bool) (int64, time.Duration, error) {
+	return h.copyColumns(ctx, table, rowColumns, files, rollback)
+}
+
+// copyColumns is copyFiles of files exported with the columns cols.
+func (h *harness) copyColumns(ctx context.Context, table, cols string, files []string, rollback bool) (int64, time.Duration, error) {
 	conns := make([]*pgx.Conn, len(files))
 	for i := range files {
 		c, err := h.pg.connect(ctx, dbBaseline)
@@ -237,7 +264,7 @@ func (h *harness) copyFiles(ctx context.Context, table string, files []string, r
 			f, err := os.Open(path) //nolint:gosec // the harness's own file
 			if err == nil {
 				var tag pgconn.CommandTag
-				tag, err = conns[i].PgConn().CopyFrom(ctx, f, `COPY `+table+` (dataset_id, row_id, ts, ingested_at, payload) FROM STDIN (FORMAT binary)`)
+				tag, err = conns[i].PgConn().CopyFrom(ctx, f, `COPY `+table+` (`+cols+`) FROM STDIN (FORMAT binary)`)
 				_ = f.Close()
 				if err == nil {
 					mu.Lock()
@@ -338,13 +365,23 @@ func (h *harness) retentionRun(ctx context.Context) error {
 		}
 		dbs = append(dbs, [2]string{svc, base})
 	}
+	// Each trial also times the same run on a copy of the identities store, alternately with the run without.
+	identErr := h.identityStore(ctx)
 	var trials []runTrial
+	var identRuns []identityRun
 	for i, pair := range dbs {
 		t, err := h.timeTrial(ctx, i+1, pair[0], pair[1])
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", i+1, err)
 		}
 		trials = append(trials, t)
+		if identErr == nil {
+			r, err := h.identityTrial(ctx, i+1)
+			if err != nil {
+				identErr = fmt.Errorf("trial %d with identities: %w", i+1, err)
+			}
+			identRuns = append(identRuns, r)
+		}
 		if i > 0 {
 			for _, db := range pair {
 				if err := h.pg.dropDatabase(ctx, db); err != nil {
@@ -354,12 +391,17 @@ func (h *harness) retentionRun(ctx context.Context) error {
 		}
 	}
 	h.reportRun(trials)
+	if identErr == nil {
+		identErr = h.reportIdentityRun(trials, identRuns)
+	} else {
+		h.report.add(Row{Scenario: ScenarioRetentionRun, Metric: identityRunMetric, Holds: Errored, Note: "could not measure: " + identErr.Error()})
+	}
 	for _, t := range trials {
 		if !t.same {
-			return errors.New("the retention run and the baseline left different rows: " + t.detail)
+			return errors.Join(errors.New("the retention run and the baseline left different rows: "+t.detail), identErr)
 		}
 	}
-	return nil
+	return identErr
 }
 
 // runTrial is one timed retention run and one timed baseline DELETE on copies of the same rows.
@@ -370,6 +412,7 @@ type runTrial struct {
 	basePlan                string
 	baseDeleted             int64
 	baseOtherCPU            float64 // the share of the CPU other processes took during the DELETE
+	runOtherCPU             float64 // and during the run
 	same                    bool
 	detail                  string
 }
@@ -397,7 +440,9 @@ func (h *harness) timeTrial(ctx context.Context, n int, svcDB, baseDB string) (r
 		return t, err
 	}
 	var runErr error
+	runFrom := time.Now()
 	t.run, t.ours, runErr = api.timedRun(ctx, h.pg.url(svcDB), map[string]any{})
+	t.runOtherCPU = h.noise.share(runFrom, time.Now())
 	if runErr == nil {
 		t.release, runErr = h.waitReleased(ctx, svcDB, t.run, t.ours)
 	}
@@ -545,6 +590,12 @@ func planShape(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (st
 // compareRowsLeft compares, dataset by dataset, the count and a checksum of the rows left in the service's store
 // and in the baseline.
 func (h *harness) compareRowsLeft(ctx context.Context, svcDB, baseDB string) (bool, string, error) {
+	return h.compareRowsLeftOf(ctx, svcDB, baseDB, "rows", h.mainIDs, h.mainTTL)
+}
+
+// compareRowsLeftOf is compareRowsLeft for the datasets ids, whose TTLs ttls names, against the baseline's table
+// baseTable.
+func (h *harness) compareRowsLeftOf(ctx context.Context, svcDB, baseDB, baseTable string, ids []string, ttls map[string]string) (bool, string, error) {
 	type sum struct {
 		n        int64
 		checksum string
@@ -556,7 +607,7 @@ func (h *harness) compareRowsLeft(ctx context.Context, svcDB, baseDB string) (bo
 		}
 		defer conn.Close(ctx)
 		rows, err := conn.Query(ctx, `SELECT dataset_id, count(*), COALESCE(sum(hashtextextended(row_id || '|' || ts::text, 0)::numeric), 0)::text
-			FROM `+table+` WHERE dataset_id = ANY(`+quoteList(h.mainIDs)+`) GROUP BY dataset_id`)
+			FROM `+table+` WHERE dataset_id = ANY(`+quoteList(ids)+`) GROUP BY dataset_id`)
 		if err != nil {
 			return nil, err
 		}
@@ -573,21 +624,21 @@ func (h *harness) compareRowsLeft(ctx context.Context, svcDB, baseDB string) (bo
 	if err != nil {
 		return false, "", err
 	}
-	theirs, err := read(baseDB, "rows")
+	theirs, err := read(baseDB, baseTable)
 	if err != nil {
 		return false, "", err
 	}
 	var total int64
 	var diffs []string
-	for _, id := range h.mainIDs {
+	for _, id := range ids {
 		o, b := ours[id], theirs[id]
 		total += o.n
 		if o != b && len(diffs) < 5 {
-			diffs = append(diffs, fmt.Sprintf("%s (TTL %s): service %d rows, baseline %d rows", id, h.mainTTL[id], o.n, b.n))
+			diffs = append(diffs, fmt.Sprintf("%s (TTL %s): service %d rows, baseline %d rows", id, ttls[id], o.n, b.n))
 		}
 	}
 	if len(diffs) > 0 {
 		return false, "rows left DIFFER: " + strings.Join(diffs, "; "), nil
 	}
-	return true, fmt.Sprintf("Rows left identical: %s rows in %d datasets, equal count and checksum of (row id, ts) per dataset.", fmtInt(total), len(h.mainIDs)), nil
+	return true, fmt.Sprintf("Rows left identical: %s rows in %d datasets, equal count and checksum of (row id, ts) per dataset.", fmtInt(total), len(ids)), nil
 }

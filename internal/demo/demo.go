@@ -157,7 +157,35 @@ type Synthetic struct {
 	IngestedAt      *time.Time
 	// Payload appends the row's other fields, a JSON object, to dst; nil means ClickPayload.
 	Payload func(r *rand.Rand, dst []byte) []byte
+	// People, when positive, gives each row the XDM identityMap of one of People synthetic people (PersonEmail as
+	// its primary identity, and an ECID), drawn uniformly by a generator of its own: the rows' times and other
+	// fields are those of the same seed without it. The row's identities are those the service extracts from the
+	// map.
+	People int
 }
+
+// PersonEmail is the e-mail address, the primary identity, of synthetic person p (Synthetic.People).
+func PersonEmail(p int) string { return "person-" + strconv.Itoa(p) + "@example.com" }
+
+// PersonECID is the ECID of synthetic person p: 38 digits, as Adobe's ECIDs.
+func PersonECID(p int) string { return fmt.Sprintf("%038d", uint64(p)*0x9E3779B97F4A7C15>>1) } //nolint:gosec // G115: a person's index, never negative
+
+// AppendIdentityMap appends the "identityMap" member of synthetic person p, with its trailing comma, to an event
+// object being written: {"email":[{"id":PersonEmail(p),"primary":true}],"ECID":[{"id":PersonECID(p)}]}.
+func AppendIdentityMap(dst []byte, p int) []byte {
+	dst = append(dst, `"identityMap":{"email":[{"id":"`...)
+	dst = append(dst, PersonEmail(p)...)
+	dst = append(dst, `","primary":true}],"ECID":[{"id":"`...)
+	dst = append(dst, PersonECID(p)...)
+	return append(dst, `"}]},`...)
+}
+
+// PersonKeys are the identity keys (catalog.IdentityKey) a row of synthetic person p is found by: its primary
+// e-mail alone, since the map marks it primary.
+func PersonKeys(p int) []string { return []string{catalog.IdentityKey("email", PersonEmail(p))} }
+
+// peopleStream sets the people's generator apart from the rows' own.
+const peopleStream = 0x1d_e471_7135
 
 // slabSize is the size of the buffers payloads are cut from, so that a million rows are not a million allocations.
 const slabSize = 64 << 10
@@ -169,6 +197,7 @@ func (s Synthetic) Rows() iter.Seq[catalog.RowInput] {
 			return
 		}
 		r := rand.New(rand.NewPCG(s.Seed, s.Stream))
+		people := rand.New(rand.NewPCG(s.Seed, s.Stream^peopleStream))
 		payload := s.Payload
 		if payload == nil {
 			payload = ClickPayload
@@ -180,13 +209,27 @@ func (s Synthetic) Rows() iter.Seq[catalog.RowInput] {
 		for i := range s.N {
 			ms := min(int64((float64(i)+r.Float64())*step), span-1)
 			ts := from.Add(time.Duration(ms) * time.Millisecond)
-			if cap(slab)-len(slab) < 256 {
+			if cap(slab)-len(slab) < 512 {
 				slab = make([]byte, 0, slabSize)
 			}
 			start := len(slab)
-			slab = payload(r, slab)
+			var keys []string
+			if s.People > 0 {
+				p := people.IntN(s.People)
+				slab = AppendIdentityMap(append(slab, '{'), p)
+				keys = PersonKeys(p)
+				fields := len(slab)
+				slab = payload(r, slab)
+				// The payload's own object opens with a brace the map's members already opened.
+				slab = append(slab[:fields], slab[fields+1:]...)
+				if slab[len(slab)-1] == '}' && slab[len(slab)-2] == ',' { // an empty payload: no member after the map
+					slab = append(slab[:len(slab)-2], '}')
+				}
+			} else {
+				slab = payload(r, slab)
+			}
 			body := slab[start:len(slab):len(slab)]
-			in := catalog.RowInput{ID: uuid.Must(uuid.NewV7()).String(), Timestamp: ts, Payload: body, PayloadSize: len(body)}
+			in := catalog.RowInput{ID: uuid.Must(uuid.NewV7()).String(), Timestamp: ts, Payload: body, PayloadSize: len(body), Identities: keys}
 			switch {
 			case s.IngestedAtEvent:
 				in.IngestedAt = &ts

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -176,6 +177,52 @@ func TestSynthetic(t *testing.T) {
 		other := gen
 		other.Stream = 4
 		require.NotEqual(t, payloads(gen), payloads(other))
+	})
+
+	t.Run("PeopleAddOnlyTheirIdentityMap", func(t *testing.T) {
+		t.Parallel()
+		plain := Synthetic{N: 2000, From: time.Unix(0, 0), To: time.Unix(86400, 0), Seed: 1, Stream: 3}
+		withPeople := plain
+		withPeople.People = 40
+		var without []catalog.RowInput
+		for in := range plain.Rows() {
+			require.Nil(t, in.Identities)
+			without = append(without, in)
+		}
+		seen := map[string]int{}
+		i := 0
+		for in := range withPeople.Rows() {
+			// The same event but for the map: the same time and fields.
+			require.Equal(t, without[i].Timestamp, in.Timestamp)
+			var obj map[string]any
+			require.NoError(t, json.Unmarshal(in.Payload, &obj))
+			keys, err := catalog.ParseIdentityMap(obj["identityMap"])
+			require.NoError(t, err)
+			require.Equal(t, keys, in.Identities, "the keys the service extracts from the map")
+			require.Len(t, keys, 1, "the primary e-mail alone")
+			delete(obj, "identityMap")
+			rest, err := json.Marshal(obj)
+			require.NoError(t, err)
+			require.JSONEq(t, string(without[i].Payload), string(rest))
+			seen[keys[0]]++
+			i++
+		}
+		require.Equal(t, 2000, i)
+		require.Len(t, seen, 40, "every person has rows")
+		for p := range 40 {
+			require.Positive(t, seen[PersonKeys(p)[0]], "person %d", p)
+		}
+	})
+
+	t.Run("EmptyPayloadWithPeopleIsAnObject", func(t *testing.T) {
+		t.Parallel()
+		gen := Synthetic{N: 3, From: time.Unix(0, 0), To: time.Unix(60, 0), People: 2,
+			Payload: func(_ *rand.Rand, dst []byte) []byte { return append(dst, "{}"...) }}
+		for in := range gen.Rows() {
+			var obj map[string]any
+			require.NoError(t, json.Unmarshal(in.Payload, &obj), "%s", in.Payload)
+			require.Len(t, obj, 1)
+		}
 	})
 }
 
