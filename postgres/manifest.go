@@ -36,8 +36,11 @@ const manifestColumns = `deletion_manifests (removal_kind, removal_id, dataset_i
     row_ids, timestamps, expiries)`
 
 // chunkOf numbers, for a "gone" row g, the chunk of its dataset's entries that holds it: 1,000 entries a chunk, under
-// the 65,535 the readers' keyset allows (manifest_read.go).
-const chunkOf = `(row_number() OVER (PARTITION BY g.dataset_id) - 1) / 1000`
+// the 65,535 the readers' keyset allows (manifest_read.go). chunkOfOne is the same for rows of one dataset.
+const (
+	chunkOf    = `(row_number() OVER (PARTITION BY g.dataset_id) - 1) / 1000`
+	chunkOfOne = `(row_number() OVER () - 1) / 1000`
+)
 
 // chunked is what an INSERT INTO manifestColumns selects after the removal's kind, id, store and time: a chunk from
 // the entries e (dataset_id, row_id, ts, expires_at, reason and chunk, chunkOf's number) grouped by the chunk. The
@@ -81,7 +84,7 @@ listed AS (
     INSERT INTO ` + manifestColumns + `
     SELECT %[1]s, %[2]s, e.dataset_id, $3, %[3]s, ` + chunked + `
     FROM (SELECT $1::text AS dataset_id, g.row_id, g.ts, NULL::timestamptz AS expires_at, %[4]s AS reason,
-                 ` + chunkOf + ` AS chunk
+                 ` + chunkOfOne + ` AS chunk
           FROM gone g
           WHERE EXISTS (SELECT 1 FROM row_expirations x WHERE x.dataset_id = $1 AND x.store = $3 AND x.deletion_manifest)) e` +
 	chunkGroups + `)`

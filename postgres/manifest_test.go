@@ -385,7 +385,7 @@ func TestManifestChunksHoldUpToAThousandEntries(t *testing.T) {
 	ctx := context.Background()
 	id := b.newDataset(t, "listed")
 	b.setTTL(t, id, "P1M")
-	b.ingestSeries(t, id, 2400, 30*time.Minute) // 50 days back: December's partition goes whole, January's by rows
+	b.ingestSeries(t, id, 3600, 20*time.Minute) // 50 days back: December's partition goes whole, January's by rows
 	b.setManifest(t, id, true)
 	before := b.rowIDs(t, id)
 	b.now = b.now.Add(10 * 24 * time.Hour)
