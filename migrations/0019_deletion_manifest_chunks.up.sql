@@ -39,6 +39,12 @@ ALTER TABLE deletion_manifests
         AND cardinality(row_ids) = entries AND cardinality(timestamps) = entries
         AND (expiries IS NULL OR cardinality(expiries) = entries));
 
+-- Stored out of line without compression: compressing the arrays (pglz) took about as long as writing them.
+ALTER TABLE deletion_manifests
+    ALTER COLUMN row_ids SET STORAGE EXTERNAL,
+    ALTER COLUMN timestamps SET STORAGE EXTERNAL,
+    ALTER COLUMN expiries SET STORAGE EXTERNAL;
+
 COMMENT ON COLUMN deletion_manifests.entries IS 'how many entries the chunk holds: the length of each of its arrays';
 COMMENT ON COLUMN deletion_manifests.row_ids IS 'the _ids of the rows the chunk lists';
 COMMENT ON COLUMN deletion_manifests.timestamps IS 'each row''s clock: its event time, or a record''s last write';

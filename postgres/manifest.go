@@ -36,43 +36,51 @@ const manifestColumns = `deletion_manifests (removal_kind, removal_id, dataset_i
     row_ids, timestamps, expiries)`
 
 // chunkOf numbers, for a "gone" row g, the chunk of its dataset's entries that holds it: 1,000 entries a chunk, under
-// the 65,535 the readers' keyset allows (manifest_read.go). chunkOfOne is the same for rows of one dataset.
+// the 65,535 the readers' keyset allows (manifest_read.go). chunkOfOne is the same for rows of one dataset, which
+// needs no sort by dataset.
 const (
 	chunkOf    = `(row_number() OVER (PARTITION BY g.dataset_id) - 1) / 1000`
 	chunkOfOne = `(row_number() OVER () - 1) / 1000`
 )
 
-// chunked is what an INSERT INTO manifestColumns selects after the removal's kind, id, store and time: a chunk from
-// the entries e (dataset_id, row_id, ts, expires_at, reason and chunk, chunkOf's number) grouped by the chunk. The
+// chunked is what an INSERT INTO manifestColumns selects after the removal's kind, id, store, time and reason: a
+// chunk from the entries e (dataset_id, row_id, ts, expires_at and chunk, chunkOf's number) grouped by chunk. The
 // arrays of a chunk are aggregated by the one node from the same rows in the same order, so their elements pair
-// up; expiries only for rows that expired.
-const chunked = `e.reason, count(*), array_agg(e.row_id), array_agg(e.ts),
-           CASE WHEN e.reason = 'expired' THEN array_agg(e.expires_at) END`
+// up; expiries only where %s (the rows expired).
+const chunked = `count(*), array_agg(e.row_id), array_agg(e.ts), CASE WHEN %s THEN array_agg(e.expires_at) END`
 
 // chunkGroups ends a chunked SELECT.
 const chunkGroups = `
-    GROUP BY e.dataset_id, e.reason, e.chunk`
+    GROUP BY e.dataset_id, e.chunk`
 
 // listedExpiry is the expiry a manifest shows for a removed row g that expired, joined with its placement setting h:
 // its own expiry (_expiresAt or _ttl), else its clock plus the TTL it was stored under; NULL for a row that never
 // expires (it went for another reason). A row a later, shorter TTL expired went earlier than this shows.
 const listedExpiry = `CASE WHEN g.never_expires THEN NULL ELSE coalesce(g.own_expiry, g.ts + h.ttl) END`
 
-// listGone is the data-modifying CTE "listed" that writes the manifest entries of the rows of the CTE "gone" (which
-// returns dataset_id, setting_id, row_id, ts, own_expiry and never_expires) of the datasets @listed, in chunks, for
-// the removal @removal_kind/@removal_id of store @store at @removed_at, with the reason: 'dataset-deleted' for the
-// datasets @deleted, else 'expired' with listedExpiry. The setting is joined by its dataset as well as its id
-// (groupJoins says why).
-const listGone = `,
+// listGoneSQL is the data-modifying CTE "listed" that writes the manifest entries of the rows of the CTE "gone"
+// (which returns dataset_id, setting_id, row_id, ts, own_expiry and never_expires) of the datasets @listed, in chunks
+// numbered by chunk (chunkOf, or chunkOfOne for a statement of one dataset), for the removal
+// @removal_kind/@removal_id of store @store at @removed_at, with the reason: 'dataset-deleted' for the datasets
+// @deleted, else 'expired' with listedExpiry. The setting is joined by its dataset as well as its id (groupJoins says
+// why).
+func listGoneSQL(chunk string) string {
+	return `,
 listed AS (
     INSERT INTO ` + manifestColumns + `
-    SELECT @removal_kind, @removal_id, e.dataset_id, @store, @removed_at, ` + chunked + `
-    FROM (SELECT g.dataset_id, g.row_id, g.ts,
-                 CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN NULL ELSE ` + listedExpiry + ` END AS expires_at,
-                 CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN 'dataset-deleted' ELSE 'expired' END AS reason,
-                 ` + chunkOf + ` AS chunk
+    SELECT @removal_kind, @removal_id, e.dataset_id, @store, @removed_at,
+           CASE WHEN e.dataset_id = ANY(@deleted::text[]) THEN 'dataset-deleted' ELSE 'expired' END,
+           ` + fmt.Sprintf(chunked, `NOT e.dataset_id = ANY(@deleted::text[])`) + `
+    FROM (SELECT g.dataset_id, g.row_id, g.ts, ` + listedExpiry + ` AS expires_at, ` + chunk + ` AS chunk
           FROM gone g LEFT JOIN ttl_settings h ON h.dataset_id = g.dataset_id AND h.id = g.setting_id
           WHERE g.dataset_id = ANY(@listed::text[])) e` + chunkGroups + `)`
+}
+
+// listGone lists the rows of any datasets, listGoneOne those of one (listGoneSQL).
+var (
+	listGone    = listGoneSQL(chunkOf)
+	listGoneOne = listGoneSQL(chunkOfOne)
+)
 
 // listGoneOf is the data-modifying CTE "listed" of a removal of one dataset's rows for one reason, without expiry,
 // as a delete by _id or a work order writes it: the rows of "gone" (row_id, ts) of dataset $1 in store $3, in
@@ -82,9 +90,8 @@ listed AS (
 const listGoneOf = `,
 listed AS (
     INSERT INTO ` + manifestColumns + `
-    SELECT %[1]s, %[2]s, e.dataset_id, $3, %[3]s, ` + chunked + `
-    FROM (SELECT $1::text AS dataset_id, g.row_id, g.ts, NULL::timestamptz AS expires_at, %[4]s AS reason,
-                 ` + chunkOfOne + ` AS chunk
+    SELECT %[1]s, %[2]s, e.dataset_id, $3, %[3]s, %[4]s, count(*), array_agg(e.row_id), array_agg(e.ts), NULL
+    FROM (SELECT $1::text AS dataset_id, g.row_id, g.ts, ` + chunkOfOne + ` AS chunk
           FROM gone g
           WHERE EXISTS (SELECT 1 FROM row_expirations x WHERE x.dataset_id = $1 AND x.store = $3 AND x.deletion_manifest)) e` +
 	chunkGroups + `)`
