@@ -515,14 +515,11 @@ func identitiesValue(keys []string) any {
 // found through each partition's GIN index on identities, and keeps the counters exact as deleteByIDSQL does. It
 // returns the count, up to $4 of the row ids, and the keys that matched. When the store's deletionManifest is on,
 // it lists the rows in work order $5's manifest at $6 (listed), in the same statement, as a delete by _id does.
-const deleteByIdentitySQL = `
+var deleteByIdentitySQL = `
 WITH gone AS (
     DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
-    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities),
-listed AS (
-    INSERT INTO ` + manifestColumns + `
-    SELECT '` + removalWorkOrder + `', $5, $1, $3, g.row_id, g.ts, NULL, 'work-order', $6 FROM gone g
-    WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $1 AND e.store = $3 AND e.deletion_manifest)),
+    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)` +
+	fmt.Sprintf(listGoneOf, `'`+removalWorkOrder+`'`, `$5`, `$6`, `'work-order'`) + `,
 counted AS (
     SELECT p.name AS partition_name, g.setting_id, count(*) AS n
     FROM gone g JOIN row_partitions p ON p.store = $3 AND g.placed_expiry >= p.lower_bound

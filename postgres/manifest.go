@@ -28,27 +28,73 @@ type removal struct {
 	kind, id string
 }
 
-// manifestColumns are the columns of deletion_manifests a removal writes.
-const manifestColumns = `deletion_manifests (removal_kind, removal_id, dataset_id, store, row_id, ts, expires_at, reason, removed_at)`
+// manifestColumns are the columns of deletion_manifests a removal writes. A row is a chunk of up to 1,000 entries
+// of one removal, dataset, store and reason (migration 0019): a removal writes a heap tuple and an index entry per
+// chunk rather than per row, and its entries' arrays go to TOAST in pages' worth. The i-th elements of row_ids,
+// timestamps and expiries are one entry.
+const manifestColumns = `deletion_manifests (removal_kind, removal_id, dataset_id, store, removed_at, reason, entries,
+    row_ids, timestamps, expiries)`
+
+// chunkOf numbers, for a "gone" row g, the chunk of its dataset's entries that holds it: 1,000 entries a chunk, under
+// the 65,535 the readers' keyset allows (manifest_read.go). chunkOfOne is the same for rows of one dataset, which
+// needs no sort by dataset.
+const (
+	chunkOf    = `(row_number() OVER (PARTITION BY g.dataset_id) - 1) / 1000`
+	chunkOfOne = `(row_number() OVER () - 1) / 1000`
+)
+
+// chunked is what an INSERT INTO manifestColumns selects after the removal's kind, id, store, time and reason: a
+// chunk from the entries e (dataset_id, row_id, ts, expires_at and chunk, chunkOf's number) grouped by chunk. The
+// arrays of a chunk are aggregated by the one node from the same rows in the same order, so their elements pair
+// up; expiries only where %s (the rows expired).
+const chunked = `count(*), array_agg(e.row_id), array_agg(e.ts), CASE WHEN %s THEN array_agg(e.expires_at) END`
+
+// chunkGroups ends a chunked SELECT.
+const chunkGroups = `
+    GROUP BY e.dataset_id, e.chunk`
 
 // listedExpiry is the expiry a manifest shows for a removed row g that expired, joined with its placement setting h:
 // its own expiry (_expiresAt or _ttl), else its clock plus the TTL it was stored under; NULL for a row that never
 // expires (it went for another reason). A row a later, shorter TTL expired went earlier than this shows.
 const listedExpiry = `CASE WHEN g.never_expires THEN NULL ELSE coalesce(g.own_expiry, g.ts + h.ttl) END`
 
-// listGone is the data-modifying CTE "listed" that writes a manifest entry for each row of the CTE "gone" (which
-// returns dataset_id, setting_id, row_id, ts, own_expiry and never_expires) of the datasets @listed, for the
-// removal @removal_kind/@removal_id of store @store at @removed_at, with the reason: 'dataset-deleted' for the
-// datasets @deleted, else 'expired' with listedExpiry. The setting is joined by its dataset as well as its id
-// (groupJoins says why).
-const listGone = `,
+// listGoneSQL is the data-modifying CTE "listed" that writes the manifest entries of the rows of the CTE "gone"
+// (which returns dataset_id, setting_id, row_id, ts, own_expiry and never_expires) of the datasets @listed, in chunks
+// numbered by chunk (chunkOf, or chunkOfOne for a statement of one dataset), for the removal
+// @removal_kind/@removal_id of store @store at @removed_at, with the reason: 'dataset-deleted' for the datasets
+// @deleted, else 'expired' with listedExpiry. The setting is joined by its dataset as well as its id (groupJoins says
+// why).
+func listGoneSQL(chunk string) string {
+	return `,
 listed AS (
     INSERT INTO ` + manifestColumns + `
-    SELECT @removal_kind, @removal_id, g.dataset_id, @store, g.row_id, g.ts,
-           CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN NULL ELSE ` + listedExpiry + ` END,
-           CASE WHEN g.dataset_id = ANY(@deleted::text[]) THEN 'dataset-deleted' ELSE 'expired' END, @removed_at
-    FROM gone g LEFT JOIN ttl_settings h ON h.dataset_id = g.dataset_id AND h.id = g.setting_id
-    WHERE g.dataset_id = ANY(@listed::text[]))`
+    SELECT @removal_kind, @removal_id, e.dataset_id, @store, @removed_at,
+           CASE WHEN e.dataset_id = ANY(@deleted::text[]) THEN 'dataset-deleted' ELSE 'expired' END,
+           ` + fmt.Sprintf(chunked, `NOT e.dataset_id = ANY(@deleted::text[])`) + `
+    FROM (SELECT g.dataset_id, g.row_id, g.ts, ` + listedExpiry + ` AS expires_at, ` + chunk + ` AS chunk
+          FROM gone g LEFT JOIN ttl_settings h ON h.dataset_id = g.dataset_id AND h.id = g.setting_id
+          WHERE g.dataset_id = ANY(@listed::text[])) e` + chunkGroups + `)`
+}
+
+// listGone lists the rows of any datasets, listGoneOne those of one (listGoneSQL).
+var (
+	listGone    = listGoneSQL(chunkOf)
+	listGoneOne = listGoneSQL(chunkOfOne)
+)
+
+// listGoneOf is the data-modifying CTE "listed" of a removal of one dataset's rows for one reason, without expiry,
+// as a delete by _id or a work order writes it: the rows of "gone" (row_id, ts) of dataset $1 in store $3, in
+// chunks, for removal kind %[1]s, id %[2]s at %[3]s, with reason %[4]s, when the store's deletionManifest is on: read
+// inside the removing statement, so that a dataset with the manifest off pays one index probe of row_expirations and
+// no statement.
+const listGoneOf = `,
+listed AS (
+    INSERT INTO ` + manifestColumns + `
+    SELECT %[1]s, %[2]s, e.dataset_id, $3, %[3]s, %[4]s, count(*), array_agg(e.row_id), array_agg(e.ts), NULL
+    FROM (SELECT $1::text AS dataset_id, g.row_id, g.ts, ` + chunkOfOne + ` AS chunk
+          FROM gone g
+          WHERE EXISTS (SELECT 1 FROM row_expirations x WHERE x.dataset_id = $1 AND x.store = $3 AND x.deletion_manifest)) e` +
+	chunkGroups + `)`
 
 // goneListedColumns are what a "gone" CTE returns beyond dataset_id and setting_id for listGone.
 const goneListedColumns = `, row_id, ts, own_expiry, never_expires`
@@ -84,14 +130,8 @@ type listing struct {
 	now     time.Time
 }
 
-// listRowDelete is deleteByIDSQL's CTE that lists the rows of its "gone" in the manifest of removal $4/$5 at $6,
-// when the store's deletionManifest is on: read inside the delete's own statement, so that a dataset with the
-// manifest off pays one index probe of row_expirations and no statement.
-const listRowDelete = `,
-listed AS (
-    INSERT INTO ` + manifestColumns + `
-    SELECT $4, $5, $1, $3, g.row_id, g.ts, NULL, 'row-delete', $6 FROM gone g
-    WHERE EXISTS (SELECT 1 FROM row_expirations e WHERE e.dataset_id = $1 AND e.store = $3 AND e.deletion_manifest))`
+// listRowDelete is deleteByIDSQL's CTE that lists the rows of its "gone" in the manifest of removal $4/$5 at $6 (listGoneOf).
+var listRowDelete = fmt.Sprintf(listGoneOf, `$4`, `$5`, `$6`, `'row-delete'`)
 
 // deletedIf is the dataset alone when it was deleted, else none: listGone's @deleted for one dataset's batch.
 func deletedIf(deleted bool, datasetID string) []string {

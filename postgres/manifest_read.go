@@ -20,10 +20,15 @@ func NewManifestService(db *DB) *ManifestService {
 	return &ManifestService{db: db}
 }
 
-// manifestCounts are, in one statement and so one snapshot, a removal's listed entries and the last of them,
-// beside the count its audit event reports (%s, a subquery that also restricts the removal to the caller).
+// An entry's place in its manifest (catalog.ManifestEntry.Seq) is its chunk's id times 65,536 (<< 16) plus its
+// ordinal in the chunk, from 1: increasing in the order the entries are read, and never 0, which reads from the
+// start. Migration 0019 bounds a chunk to 65,535 entries.
+
+// manifestCounts are, in one statement and so one snapshot, a removal's listed entries and the place of the last of
+// them, beside the count its audit event reports (%s, a subquery that also restricts the removal to the caller).
+// They read the chunks' ids and sizes only, never their arrays.
 const manifestCounts = `
-SELECT removed.n, count(m.id), coalesce(max(m.id), 0)
+SELECT removed.n, coalesce(sum(m.entries), 0)::bigint, coalesce(max((m.id << 16) | m.entries), 0)
 FROM (%s) removed
 LEFT JOIN deletion_manifests m ON m.removal_kind = @kind AND m.removal_id = @id::text AND m.dataset_id = @dataset
 GROUP BY removed.n`
@@ -91,13 +96,27 @@ func removalIDShape(kind string) string {
 	return "a UUID"
 }
 
+// manifestPage reads at most $6 entries of removal $1/$2 of dataset $3 after place $4, up to place $5, in order. It
+// takes at most $6 + 1 chunks (each holds an entry or more; the first may have none left) and unnests only those
+// that start before $6 entries are found (entries_before: the entries left in the chunks ahead), so that a page
+// costs about $6 entries and a chunk, however large the manifest.
+const manifestPage = `
+SELECT (c.id << 16) | u.ord, u.row_id, c.store, u.ts, u.expires_at, c.reason
+FROM (SELECT k.*, sum(k.entries_left) OVER (ORDER BY k.id) - k.entries_left AS entries_before
+      FROM (SELECT m.id, m.store, m.reason, m.row_ids, m.timestamps, m.expiries,
+                   m.entries - CASE WHEN m.id = $4::bigint >> 16 THEN ($4::bigint & 65535)::int ELSE 0 END AS entries_left
+            FROM deletion_manifests m
+            WHERE m.removal_kind = $1 AND m.removal_id = $2 AND m.dataset_id = $3
+              AND m.id >= $4::bigint >> 16 AND m.id <= $5::bigint >> 16
+            ORDER BY m.id LIMIT $6 + 1) k) c
+CROSS JOIN LATERAL unnest(c.row_ids, c.timestamps, c.expiries) WITH ORDINALITY AS u (row_id, ts, expires_at, ord)
+WHERE c.entries_before < $6 AND (c.id << 16) | u.ord > $4::bigint AND (c.id << 16) | u.ord <= $5::bigint
+ORDER BY c.id, u.ord LIMIT $6`
+
 // ManifestPage implements catalog.ManifestService.
 func (s *ManifestService) ManifestPage(ctx context.Context, m *catalog.Manifest, after int64, limit int) (_ []catalog.ManifestEntry, err error) {
 	defer outage(&err)
-	rows, err := s.db.Pool.Query(ctx, `
-SELECT id, row_id, store, ts, expires_at, reason FROM deletion_manifests
-WHERE removal_kind = $1 AND removal_id = $2 AND dataset_id = $3 AND id > $4 AND id <= $5
-ORDER BY id LIMIT $6`, m.Kind, m.ID, m.DatasetID, after, m.Through, limit)
+	rows, err := s.db.Pool.Query(ctx, manifestPage, m.Kind, m.ID, m.DatasetID, after, m.Through, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of %s %s: %w", m.Kind, m.ID, err)
 	}

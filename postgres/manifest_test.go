@@ -63,6 +63,10 @@ func (b *sweepBundle) manifestIDs(t *testing.T, r catalog.Removal) (*catalog.Man
 	return m, ids
 }
 
+// manifestEntries is deletion_manifests as a row an entry (alias e), for the checks of what manifests hold.
+const manifestEntries = `(SELECT m.removal_kind, m.removal_id, m.dataset_id, m.reason, u.row_id, u.ts, u.expires_at
+    FROM deletion_manifests m, unnest(m.row_ids, m.timestamps, m.expiries) AS u (row_id, ts, expires_at)) e`
+
 // minus returns the elements of a not in b (both sorted).
 func minus(a, b []string) []string {
 	var out []string
@@ -153,8 +157,8 @@ func TestManifestListsExactlyTheRowsARunRemoved(t *testing.T) {
 	require.Zero(t, m.Listed)
 
 	var entries int
-	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM deletion_manifests
-		WHERE reason = 'expired' AND expires_at <= $1`, b.now).Scan(&entries))
+	require.NoError(t, b.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM `+manifestEntries+`
+		WHERE e.reason = 'expired' AND e.expires_at <= $1`, b.now).Scan(&entries))
 	require.Equal(t, len(gone), entries, "every entry says the row expired, and when, before the run")
 }
 
@@ -186,7 +190,7 @@ func TestManifestOfADeleteByID(t *testing.T) {
 			b.setManifest(t, id, false)
 			require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r2"))
 			var listedAfter int
-			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE row_id = 'r2'`).Scan(&listedAfter))
+			require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE 'r2' = ANY(row_ids)`).Scan(&listedAfter))
 			require.Zero(t, listedAfter)
 		}
 		other := *b.caller
@@ -290,7 +294,7 @@ func TestPruneHistoryRemovesManifests(t *testing.T) {
 	b.runWhole(t, id)
 	entries := func() map[string]int {
 		n := map[string]int{}
-		rows, err := b.db.Pool.Query(ctx, `SELECT removal_kind, count(*) FROM deletion_manifests GROUP BY 1`)
+		rows, err := b.db.Pool.Query(ctx, `SELECT removal_kind, sum(entries) FROM deletion_manifests GROUP BY 1`)
 		require.NoError(t, err)
 		for rows.Next() {
 			var kind string
@@ -344,9 +348,65 @@ func TestManifestListsADeletedDatasetsRows(t *testing.T) {
 	require.Equal(t, int64(len(stored)), m.Removed)
 	require.Equal(t, b.expireCount(t, runID, id), m.Removed)
 	var reasons []string
-	rows, err := b.db.Pool.Query(ctx, `SELECT DISTINCT reason || '/' || (expires_at IS NULL)::text FROM deletion_manifests`)
+	rows, err := b.db.Pool.Query(ctx, `SELECT DISTINCT e.reason || '/' || (e.expires_at IS NULL)::text FROM `+manifestEntries)
 	require.NoError(t, err)
 	reasons, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"dataset-deleted/true"}, reasons)
+}
+
+// readManifest reads a removal's whole manifest through the ManifestService in pages of size, and returns its
+// entries' _ids in the order read; each entry's place is past the one before it.
+func (b *sweepBundle) readManifest(t *testing.T, m *catalog.Manifest, size int) []string {
+	t.Helper()
+	svc := postgres.NewManifestService(b.db)
+	var ids []string
+	for after := int64(0); ; {
+		page, err := svc.ManifestPage(context.Background(), m, after, size)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), size)
+		if len(page) == 0 {
+			return ids
+		}
+		for _, e := range page {
+			require.Greater(t, e.Seq, after, "each entry is past the one before it")
+			require.LessOrEqual(t, e.Seq, m.Through)
+			after = e.Seq
+			ids = append(ids, e.ID)
+		}
+	}
+}
+
+// A removal writes its entries of a dataset in chunks of up to 1,000, a row of deletion_manifests each, not a row
+// an entry; pages of any size read them all once, in one order, across the chunks' boundaries.
+func TestManifestChunksHoldUpToAThousandEntries(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 3600, 20*time.Minute) // 50 days back: December's partition goes whole, January's by rows
+	b.setManifest(t, id, true)
+	before := b.rowIDs(t, id)
+	b.now = b.now.Add(10 * 24 * time.Hour)
+
+	runID, dropped := b.runWhole(t, id)
+	require.Greater(t, dropped[id], int64(1000), "the drop took more rows than a chunk holds")
+	gone := minus(before, b.rowIDs(t, id))
+
+	var chunks, fullest, listed int64
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), max(entries), sum(entries) FROM deletion_manifests
+		WHERE removal_id = $1 AND dataset_id = $2`, runID, id).Scan(&chunks, &fullest, &listed))
+	require.Equal(t, int64(len(gone)), listed)
+	require.Equal(t, int64(1000), fullest, "the drop's entries fill chunks of 1,000")
+	require.Less(t, chunks, listed/10, "a chunk holds many entries: %d chunks for %d entries", chunks, listed)
+
+	m, err := postgres.NewManifestService(b.db).OpenManifest(ctx, b.caller, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.NoError(t, err)
+	require.Equal(t, listed, m.Listed)
+	inOrder := b.readManifest(t, m, 7)
+	require.Equal(t, inOrder, b.readManifest(t, m, 1000), "pages of any size read the same entries in the same order")
+	require.Equal(t, inOrder, b.readManifest(t, m, 999), "pages of any size read the same entries in the same order")
+	sorted := slices.Sorted(slices.Values(inOrder))
+	require.Equal(t, gone, sorted, "every removed row once")
 }

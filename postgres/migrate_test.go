@@ -402,3 +402,62 @@ func TestExpirationHistoryMigration(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT jsonb_array_length(history), history->0->>'updatedBy' FROM dataset_expirations`).Scan(&n, &first))
 	require.Equal(t, []any{100, "u6"}, []any{n, first})
 }
+
+// TestDeletionManifestChunksMigration: 0019 regroups the entries of each removing statement (removal, dataset,
+// store, reason and time) into chunks of 1,000 in their order, keeping each entry's values, and its down migration
+// puts them back a row an entry in the same order.
+func TestDeletionManifestChunksMigration(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	steps := len(b.all) - slices.IndexFunc(b.all, func(m postgres.Migration) bool { return m.Version == 19 })
+	_, err = postgres.MigrateDown(ctx, b.pool, steps)
+	require.NoError(t, err)
+	// 2,005 entries of a run, written in the order of their numbers, and a delete by _id's one, in between.
+	for _, sql := range []string{
+		`INSERT INTO deletion_manifests (removal_kind, removal_id, dataset_id, store, row_id, ts, expires_at, reason, removed_at)
+		    SELECT 'run', 'r', 'd', 'adobe_lakeHouse', 'x' || lpad(i::text, 4, '0'), '2025-01-01+00'::timestamptz + i * interval '1 minute',
+		        '2025-02-01+00'::timestamptz + i * interval '1 minute', 'expired', '2025-03-01+00' FROM generate_series(1, 1500) i`,
+		`INSERT INTO deletion_manifests (removal_kind, removal_id, dataset_id, store, row_id, ts, expires_at, reason, removed_at)
+		    VALUES ('row-delete', 'e', 'd', 'adobe_lakeHouse', 'gone', '2025-01-05+00', NULL, 'row-delete', '2025-03-02+00')`,
+		`INSERT INTO deletion_manifests (removal_kind, removal_id, dataset_id, store, row_id, ts, expires_at, reason, removed_at)
+		    SELECT 'run', 'r', 'd', 'adobe_lakeHouse', 'x' || lpad(i::text, 4, '0'), '2025-01-01+00'::timestamptz + i * interval '1 minute',
+		        '2025-02-01+00'::timestamptz + i * interval '1 minute', 'expired', '2025-03-01+00' FROM generate_series(1501, 2005) i`,
+	} {
+		_, err := b.pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	const wantRun = `SELECT string_agg('x' || lpad(i::text, 4, '0') || '@' || i, ',' ORDER BY i) FROM generate_series(1, 2005) i`
+	var want string
+	require.NoError(t, b.pool.QueryRow(ctx, wantRun).Scan(&want))
+
+	_, err = postgres.MigrateUp(ctx, b.pool)
+	require.NoError(t, err)
+	rows, err := b.pool.Query(ctx, `SELECT removal_kind || ':' || entries FROM deletion_manifests ORDER BY id`)
+	require.NoError(t, err)
+	chunks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"run:1000", "run:1000", "row-delete:1", "run:5"}, chunks, "chunks of 1,000 in the order of their first entry")
+	var got string
+	var unexpired int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT
+		    string_agg(u.row_id || '@' || (extract(epoch FROM u.ts - '2025-01-01+00'::timestamptz) / 60)::int, ',' ORDER BY m.id, u.ord)
+		        FILTER (WHERE m.removal_kind = 'run' AND u.expires_at = u.ts + interval '1 month'),
+		    count(*) FILTER (WHERE u.expires_at IS NULL)
+		FROM deletion_manifests m, unnest(m.row_ids, m.timestamps, m.expiries) WITH ORDINALITY AS u (row_id, ts, expires_at, ord)`).
+		Scan(&got, &unexpired))
+	require.Equal(t, want, got, "every entry in its place, with its clock and expiry")
+	require.Equal(t, 1, unexpired, "the delete's entry has no expiry")
+
+	_, err = postgres.MigrateDown(ctx, b.pool, steps)
+	require.NoError(t, err)
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT string_agg(row_id || '@' || (extract(epoch FROM ts - '2025-01-01+00'::timestamptz) / 60)::int, ',' ORDER BY id)
+		FROM deletion_manifests WHERE removal_kind = 'run' AND expires_at = ts + interval '1 month'`).Scan(&got))
+	require.Equal(t, want, got, "back a row an entry, in the same order")
+	var deleted string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT row_id || '/' || reason || '/' || (expires_at IS NULL)
+		FROM deletion_manifests WHERE removal_kind = 'row-delete'`).Scan(&deleted))
+	require.Equal(t, "gone/row-delete/true", deleted)
+}

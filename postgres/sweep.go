@@ -476,7 +476,7 @@ func (rs *rowStore) deleteBatch(ctx context.Context, sw Sweep, datasetID, partit
 		}
 		returning, listed := "", ""
 		if rule.listed {
-			returning, listed = goneListedColumns, listGone
+			returning, listed = goneListedColumns, listGoneOne
 			listArgs(args, removal{removalRun, sw.RunID}, sw.Store, []string{datasetID}, deletedIf(rule.deleted, datasetID), rs.db.now())
 		}
 		query := fmt.Sprintf(deleteBatchSQL, table, rule.cond, start, returning, listed)

@@ -81,13 +81,15 @@ func TestKilledReplicaRunCompletes(t *testing.T) {
 func requireManifestExact(t *testing.T, db *postgres.DB, runID string, ids []string) int64 {
 	t.Helper()
 	var listed, distinct, stillStored, ledger, other int64
+	// The manifest an entry a row: deletion_manifests holds them in chunks (migration 0019).
+	const entries = `(SELECT m.removal_id, m.dataset_id, u.row_id FROM deletion_manifests m, unnest(m.row_ids) AS u (row_id)) e`
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT
-  (SELECT count(*) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $2),
-  (SELECT count(DISTINCT row_id) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $2),
-  (SELECT count(*) FROM deletion_manifests m JOIN lake_rows r ON r.dataset_id = m.dataset_id AND r.row_id = m.row_id
-   WHERE m.removal_id = $1 AND m.dataset_id = $2),
+  (SELECT count(*) FROM `+entries+` WHERE e.removal_id = $1 AND e.dataset_id = $2),
+  (SELECT count(DISTINCT e.row_id) FROM `+entries+` WHERE e.removal_id = $1 AND e.dataset_id = $2),
+  (SELECT count(*) FROM `+entries+` JOIN lake_rows r ON r.dataset_id = e.dataset_id AND r.row_id = e.row_id
+   WHERE e.removal_id = $1 AND e.dataset_id = $2),
   (SELECT COALESCE(sum(rows_deleted), 0) FROM retention_deletions WHERE run_id = $1::uuid AND dataset_id = $2),
-  (SELECT count(*) FROM deletion_manifests WHERE removal_id = $1 AND dataset_id = $3)`, runID, ids[0], ids[1]).
+  (SELECT count(*) FROM `+entries+` WHERE e.removal_id = $1 AND e.dataset_id = $3)`, runID, ids[0], ids[1]).
 		Scan(&listed, &distinct, &stillStored, &ledger, &other))
 	require.Equal(t, ledger, listed, "the manifest lists as many rows as the ledger counts removed")
 	require.Equal(t, listed, distinct, "each row once")

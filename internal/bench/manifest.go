@@ -98,7 +98,7 @@ func (h *harness) countListed(ctx context.Context, runID string) (int64, error) 
 	}
 	defer conn.Close(ctx)
 	var n int64
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM deletion_manifests WHERE removal_kind = 'run' AND removal_id = $1`, runID).Scan(&n)
+	err = conn.QueryRow(ctx, `SELECT coalesce(sum(entries), 0) FROM deletion_manifests WHERE removal_kind = 'run' AND removal_id = $1`, runID).Scan(&n)
 	return n, err
 }
 
