@@ -22,8 +22,11 @@ import (
 )
 
 // floodMargin is how many times slower the victim's median request beside the work-order flood may be than the
-// same request on a quiet service, measured alternately with it. Measured ratios are in the test's log.
-const floodMargin = latencyMargin
+// same request on a quiet service, measured alternately with it: half the suite's latencyMargin. While the service
+// decoded every refused order's body the ratios were 2.7 to 5.4 (reads) and 3.2 to 4.5 (ingestion); refused unread,
+// they were 0.97 to 1.6 and 0.97 to 2.9 in four runs, two of them under stress-ng --cpu 2 at a load of 45 to 53 (the
+// 2.9 with the service being profiled). The verdict on the flood's cost is the work the service counts, below.
+const floodMargin = latencyMargin / 2
 
 // workOrderTenant is a caller of org with every scope and workorders.manage, which creates record-delete orders.
 func workOrderTenant(t *testing.T, s *service, org string) *tenant {
