@@ -234,16 +234,16 @@ func TestWorkOrderTenancyAndScopes(t *testing.T) {
 	})
 }
 
-// workOrderCreates reads the service's count of POST /workorder requests with outcome (0 before the first) and the
-// bytes of refused orders' bodies it decoded.
-func (b *testBundle) workOrderCreates(t *testing.T, outcome string) (requests, refusedBytes float64) {
+// workOrderRefusals reads the service's count of POST /workorder requests refused before their body was read (0
+// before the first) and the bytes of refused orders' bodies it decoded.
+func (b *testBundle) workOrderRefusals(t *testing.T) (unread, refusedBytes float64) {
 	t.Helper()
 	resp := b.do(t, request{method: http.MethodGet, path: "/metrics"})
 	require.Equal(t, http.StatusOK, resp.status)
 	for line := range strings.Lines(string(resp.body)) {
-		if v, ok := strings.CutPrefix(line, `retention_workorder_creates_total{outcome="`+outcome+`"} `); ok {
+		if v, ok := strings.CutPrefix(line, `retention_workorder_creates_total{outcome="refused_unread"} `); ok {
 			var err error
-			requests, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			unread, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
 			require.NoError(t, err)
 		}
 		if v, ok := strings.CutPrefix(line, "retention_workorder_refused_body_bytes_total "); ok {
@@ -252,7 +252,7 @@ func (b *testBundle) workOrderCreates(t *testing.T, outcome string) (requests, r
 			require.NoError(t, err)
 		}
 	}
-	return requests, refusedBytes
+	return unread, refusedBytes
 }
 
 // TestWorkOrderRefusedBeforeItsBodyIsRead: an order that no body could get accepted (the org's orders in flight at
@@ -270,7 +270,7 @@ func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
 		}
 		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
 			http.StatusTooManyRequests, "too-many-workorders", "datasetId")
-		unread, refusedBytes := b.workOrderCreates(t, "refused_unread")
+		unread, refusedBytes := b.workOrderRefusals(t)
 		require.Equal(t, float64(1), unread)
 		require.Zero(t, refusedBytes)
 	})
@@ -284,7 +284,7 @@ func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
 		b.createWorkOrder(t, workOrderBody("ALL", ids...))
 		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
 			http.StatusBadRequest, "quota-exceeded", "namespacesIdentities")
-		unread, refusedBytes := b.workOrderCreates(t, "refused_unread")
+		unread, refusedBytes := b.workOrderRefusals(t)
 		require.Equal(t, float64(1), unread)
 		require.Zero(t, refusedBytes)
 	})
@@ -317,10 +317,10 @@ func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
 			resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: notJSON})
 			return resp.status == http.StatusTooManyRequests, fmt.Sprintf("answered %d: %s", resp.status, resp.body)
 		})
-		_, decoded := b.workOrderCreates(t, "refused_unread")
+		_, decoded := b.workOrderRefusals(t)
 		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
 			http.StatusTooManyRequests, "too-many-workorder-reads", "")
-		_, after := b.workOrderCreates(t, "refused_unread")
+		_, after := b.workOrderRefusals(t)
 		require.Equal(t, decoded, after, "the refused order's body was not decoded")
 		other := newOrg()
 		resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody("ALL", "a@example.com"),
