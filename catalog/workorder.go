@@ -106,14 +106,22 @@ func (id Identity) Key() string { return IdentityKey(id.Namespace, id.Value) }
 
 // CheckIdentity validates a namespace code and a value; field names what the caller reads them from.
 func CheckIdentity(field, namespace, value string) error {
-	if len(namespace) > MaxNamespaceCodeLength || !namespaceCodePattern.MatchString(namespace) {
+	if !validNamespaceCode(namespace) {
 		return Invalid("invalid-identity", field, "%s: namespace code %q must be 1 to %d letters, digits, _, . or - (starting with a letter or digit)",
 			field, Clip(namespace), MaxNamespaceCodeLength)
 	}
-	if value == "" || len(value) > MaxIdentityValueLength || !utf8.ValidString(value) || strings.ContainsRune(value, 0) {
+	if !validIdentityValue(value) {
 		return Invalid("invalid-identity", field, "%s: an identity value must be 1 to %d bytes of UTF-8 text without NUL", field, MaxIdentityValueLength)
 	}
 	return nil
+}
+
+func validNamespaceCode(namespace string) bool {
+	return len(namespace) <= MaxNamespaceCodeLength && namespaceCodePattern.MatchString(namespace)
+}
+
+func validIdentityValue(value string) bool {
+	return value != "" && len(value) <= MaxIdentityValueLength && utf8.ValidString(value) && !strings.ContainsRune(value, 0)
 }
 
 // ParseIdentityMap reads an event's XDM identityMap ({"email":[{"id":"a@example.com","primary":true}]}) and returns
@@ -294,6 +302,10 @@ type WorkOrderService interface {
 	UpdateWorkOrder(ctx context.Context, c *Caller, id string, u WorkOrderUpdate) (*WorkOrder, error)
 	// IdentityQuotas returns the org's daily and monthly identity quotas with what its accepted orders consumed.
 	IdentityQuotas(ctx context.Context, c *Caller) ([]Quota, error)
+	// CheckWorkOrderRoom refuses, before an order's body is read, what no order could get past now: EBUSY when the
+	// org has its bound of orders in flight, EINVALID (quota-exceeded) when a quota has no identity left. It takes
+	// no lock and reads no identity; CreateWorkOrder checks again, under the org's lock, with the order's count.
+	CheckWorkOrderRoom(ctx context.Context, c *Caller) error
 	// PreviewWorkOrder counts, without deleting or storing anything, the rows an order with these identities and
 	// datasets would remove if it ran now. ENOTFOUND for a dataset missing in the caller's sandbox; EINVALID
 	// (preview-over-budget) when the count takes longer than WorkOrderPreviewBudget.
@@ -391,7 +403,16 @@ func parseNamespacesIdentities(raw any) ([]Identity, error) {
 	if !ok || len(list) == 0 {
 		return nil, Invalid("invalid-field", field, "%s must be a non-empty array of {\"namespace\":{\"code\":…},\"IDs\":[…]}", field)
 	}
-	seen := map[string]bool{}
+	// An order of 100,000 identities is the largest body the service decodes: the namespace code is checked once
+	// per entry, a field's name is written only for an error, and the set of keys is sized once.
+	sent := 0
+	for _, e := range list {
+		if entry, ok := e.(map[string]any); ok {
+			ids, _ := entry["IDs"].([]any)
+			sent += len(ids)
+		}
+	}
+	seen := make(map[string]struct{}, min(sent, MaxWorkOrderIdentities+1))
 	var out []Identity
 	for i, e := range list {
 		at := fmt.Sprintf("%s[%d]", field, i)
@@ -408,23 +429,26 @@ func parseNamespacesIdentities(raw any) ([]Identity, error) {
 		if !ok || len(ids) == 0 {
 			return nil, Invalid("invalid-field", at+".IDs", "%s.IDs must be a non-empty array of identity strings", at)
 		}
+		codeOK := validNamespaceCode(code)
 		for j, v := range ids {
 			value, ok := v.(string)
-			f := fmt.Sprintf("%s.IDs[%d]", at, j)
-			if !ok {
-				return nil, Invalid("invalid-identity", f, "%s must be a string", f)
-			}
-			if err := CheckIdentity(f, code, value); err != nil {
-				return nil, err
+			if !ok || !codeOK || !validIdentityValue(value) {
+				f := fmt.Sprintf("%s.IDs[%d]", at, j)
+				if !ok {
+					return nil, Invalid("invalid-identity", f, "%s must be a string", f)
+				}
+				return nil, CheckIdentity(f, code, value)
 			}
 			id := Identity{Namespace: code, Value: value}
-			if !seen[id.Key()] {
-				seen[id.Key()] = true
-				if len(out) == MaxWorkOrderIdentities {
-					return nil, Invalid("too-many-identities", field, "an order names at most %d identities", MaxWorkOrderIdentities)
-				}
-				out = append(out, id)
+			key := id.Key()
+			if _, dup := seen[key]; dup {
+				continue
 			}
+			seen[key] = struct{}{}
+			if len(out) == MaxWorkOrderIdentities {
+				return nil, Invalid("too-many-identities", field, "an order names at most %d identities", MaxWorkOrderIdentities)
+			}
+			out = append(out, id)
 		}
 	}
 	return out, nil
@@ -514,6 +538,12 @@ func ErrTooManyWorkOrders(open, most int) error {
 func ErrIdentityQuota(q Quota, adding int) error {
 	return &Error{Code: EINVALID, Type: "quota-exceeded", Field: "namespacesIdentities",
 		Message: fmt.Sprintf("the order's %d identities would pass %s: %d of %d consumed", adding, q.Name, q.Consumed, q.Quota)}
+}
+
+// ErrIdentityQuotaUsedUp refuses an order, before its identities are read, when a quota has none left.
+func ErrIdentityQuotaUsedUp(q Quota) error {
+	return &Error{Code: EINVALID, Type: "quota-exceeded", Field: "namespacesIdentities",
+		Message: fmt.Sprintf("%s is used up: %d of %d consumed; no order is accepted until it resets", q.Name, q.Consumed, q.Quota)}
 }
 
 // IdentityHash is how audit events name an identity without holding it in clear: HMAC-SHA256 of its IdentityKey

@@ -98,6 +98,8 @@ type Server struct {
 	logger     *slog.Logger
 	ready      func(ctx context.Context) error
 	metrics    *httpMetrics
+	// workOrderMetrics count what POST /workorder cost (workorder.go).
+	workOrderMetrics *workOrderMetrics
 
 	chunkCommitted func(rows int)
 	translateError func(error) error
@@ -106,16 +108,18 @@ type Server struct {
 	writeTimeout   time.Duration
 	longRequests   *orgLimiter
 	listings       *orgLimiter // an org's listings in flight, as many as its long requests
+	workOrderReads *orgLimiter // an org's work-order bodies being read (workorder.go)
 }
 
 // New returns a Server with every route registered.
 func New(cfg Config) *Server {
 	s := &Server{
 		echo: echo.New(), datasets: cfg.Datasets, rows: cfg.Rows, runs: cfg.Runs, preview: cfg.Preview, holds: cfg.Holds, audit: cfg.Audit, expirations: cfg.Expirations, manifests: cfg.Manifests, workOrders: cfg.WorkOrders, nextRun: cfg.NextRun, explainer: cfg.Explain, runAt: cfg.RunAt, schedules: cfg.Schedules, auth: cfg.Auth, logger: cfg.Logger, ready: cfg.Ready,
-		metrics: newHTTPMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError, orgMovedAway: cfg.OrgMovedAway,
+		metrics: newHTTPMetrics(cfg.Registry), workOrderMetrics: newWorkOrderMetrics(cfg.Registry), chunkCommitted: cfg.ChunkCommitted, translateError: cfg.TranslateError, orgMovedAway: cfg.OrgMovedAway,
 		readTimeout: cmp.Or(cfg.ReadTimeout, defaultReadTimeout), writeTimeout: cmp.Or(cfg.WriteTimeout, defaultWriteTimeout),
-		longRequests: newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
-		listings:     newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
+		longRequests:   newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
+		listings:       newOrgLimiter(cmp.Or(cfg.LongRequestsPerOrg, defaultLongRequestsPerOrg)),
+		workOrderReads: newOrgLimiter(workOrderReadsPerOrg),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -29,6 +29,16 @@ type workOrderPreviewDatasetDoc struct {
 // previewWorkOrder counts what the order in the body would remove, creating nothing and counting no quota. It takes
 // the scope that creates orders: which identities have rows is as personal as the rows.
 func (s *Server) previewWorkOrder(c echo.Context) error {
+	if err := requireJSON(c); err != nil {
+		return err
+	}
+	// A preview's body is an order's, as costly to decode: it shares the org's one body at a time.
+	org := caller(c).Org
+	if !s.workOrderReads.acquire(org) {
+		discardBody(c, MaxWorkOrderBody)
+		return s.tooManyWorkOrderReads(org)
+	}
+	defer s.workOrderReads.release(org)
 	body, err := readJSONObjectMax(c, MaxWorkOrderBody)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testwait"
 )
 
 // workOrderBody is a POST /workorder body erasing the e-mails from the dataset (or ALL).
@@ -274,5 +275,105 @@ func TestWorkOrderPreview(t *testing.T) {
 		resp := preview(headers, workOrderBody("ALL", "alice@example.com"))
 		require.Equal(t, http.StatusOK, resp.status, "body: %s", resp.body)
 		require.Equal(t, float64(0), resp.json(t)["rowCount"], "another org counts none of this org's rows")
+	})
+}
+
+// workOrderRefusals reads the service's count of POST /workorder requests refused before their body was read (0
+// before the first) and the bytes of refused orders' bodies it decoded.
+func (b *testBundle) workOrderRefusals(t *testing.T) (unread, refusedBytes float64) {
+	t.Helper()
+	resp := b.do(t, request{method: http.MethodGet, path: "/metrics"})
+	require.Equal(t, http.StatusOK, resp.status)
+	for line := range strings.Lines(string(resp.body)) {
+		if v, ok := strings.CutPrefix(line, `retention_workorder_creates_total{outcome="refused_unread"} `); ok {
+			var err error
+			unread, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+		}
+		if v, ok := strings.CutPrefix(line, "retention_workorder_refused_body_bytes_total "); ok {
+			var err error
+			refusedBytes, err = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			require.NoError(t, err)
+		}
+	}
+	return unread, refusedBytes
+}
+
+// TestWorkOrderRefusedBeforeItsBodyIsRead: an order that no body could get accepted (the org's orders in flight at
+// their bound, a quota used up), or that comes while another of the org's orders is being read, is refused before
+// its body is decoded: a body that is not even JSON gets the bound's refusal, not malformed-json, and the service
+// counts it unread.
+func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
+	t.Parallel()
+	const notJSON = `{"namespacesIdentities": [ this is not JSON`
+	t.Run("OrdersInFlight", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for i := range testWorkOrderLimits.InFlight {
+			b.createWorkOrder(t, workOrderBody("ALL", fmt.Sprintf("f%d@example.com", i)))
+		}
+		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
+			http.StatusTooManyRequests, "too-many-workorders", "datasetId")
+		unread, refusedBytes := b.workOrderRefusals(t)
+		require.Equal(t, float64(1), unread)
+		require.Zero(t, refusedBytes)
+	})
+	t.Run("QuotaUsedUp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := make([]string, testWorkOrderLimits.DailyQuota)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("q%d@example.com", i)
+		}
+		b.createWorkOrder(t, workOrderBody("ALL", ids...))
+		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
+			http.StatusBadRequest, "quota-exceeded", "namespacesIdentities")
+		unread, refusedBytes := b.workOrderRefusals(t)
+		require.Equal(t, float64(1), unread)
+		require.Zero(t, refusedBytes)
+	})
+	t.Run("OneBodyAtATime", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body, pw := io.Pipe()
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/data/core/hygiene/workorder", body)
+		require.NoError(t, err)
+		for k, v := range map[string]string{"Authorization": "Bearer " + b.token, "x-api-key": "test-key", "x-gw-ims-org-id": b.org,
+			"Content-Type": "application/json"} {
+			req.Header.Set(k, v)
+		}
+		first := make(chan int, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				first <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			first <- resp.StatusCode
+		}()
+		order, err := json.Marshal(workOrderBody("ALL", "slow@example.com"))
+		require.NoError(t, err)
+		_, err = pw.Write(order[:10])
+		require.NoError(t, err)
+		// The first order's body is being read once the service refuses the org's next one, whatever it holds.
+		testwait.For(t, time.Minute, func() (bool, string) {
+			resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: notJSON})
+			return resp.status == http.StatusTooManyRequests, fmt.Sprintf("answered %d: %s", resp.status, resp.body)
+		})
+		_, decoded := b.workOrderRefusals(t)
+		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
+			http.StatusTooManyRequests, "too-many-workorder-reads", "")
+		_, after := b.workOrderRefusals(t)
+		require.Equal(t, decoded, after, "the refused order's body was not decoded")
+		other := newOrg()
+		resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody("ALL", "a@example.com"),
+			headers: map[string]string{"Authorization": "Bearer " + mintToken(t, other, allScopes, time.Hour), "x-gw-ims-org-id": other}})
+		require.Equal(t, http.StatusOK, resp.status, "another org's order is read meanwhile: %s", resp.body)
+		_, err = pw.Write(order[10:])
+		require.NoError(t, err)
+		require.NoError(t, pw.Close())
+		require.Equal(t, http.StatusOK, <-first, "the first order is accepted")
+		b.createWorkOrder(t, workOrderBody("ALL", "next@example.com"))
 	})
 }

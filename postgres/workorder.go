@@ -129,23 +129,39 @@ func (s *WorkOrderService) checkWorkOrderBounds(ctx context.Context, tx pgx.Tx, 
 	if _, err := tx.Exec(ctx, lockWorkOrderQuota, org); err != nil {
 		return fmt.Errorf("lock work orders of %s: %w", org, err)
 	}
+	return s.room(ctx, tx, org, identities, now)
+}
+
+// room refuses an order of identities past the org's orders in flight or a quota; identities 0 is an order not
+// read yet, refused only by a quota with nothing left.
+func (s *WorkOrderService) room(ctx context.Context, q querier, org string, identities int, now time.Time) error {
 	var open int
-	if err := tx.QueryRow(ctx, countOpenWorkOrders, org).Scan(&open); err != nil {
+	if err := q.QueryRow(ctx, countOpenWorkOrders, org).Scan(&open); err != nil {
 		return fmt.Errorf("count open work orders of %s: %w", org, err)
 	}
 	if open >= s.limits.InFlight {
 		return catalog.ErrTooManyWorkOrders(open, s.limits.InFlight)
 	}
-	quotas, err := s.quotas(ctx, tx, org, now)
+	quotas, err := s.quotas(ctx, q, org, now)
 	if err != nil {
 		return err
 	}
-	for _, q := range quotas {
-		if q.Consumed+identities > q.Quota {
-			return catalog.ErrIdentityQuota(q, identities)
+	for _, quota := range quotas {
+		if identities == 0 && quota.Consumed >= quota.Quota {
+			return catalog.ErrIdentityQuotaUsedUp(quota)
+		}
+		if identities > 0 && quota.Consumed+identities > quota.Quota {
+			return catalog.ErrIdentityQuota(quota, identities)
 		}
 	}
 	return nil
+}
+
+// CheckWorkOrderRoom implements catalog.WorkOrderService: two reads of the org's indexes (workorders_open_idx,
+// workorders_quota_idx), without its lock, so that an order refused at a bound costs them and not its body.
+func (s *WorkOrderService) CheckWorkOrderRoom(ctx context.Context, c *catalog.Caller) (err error) {
+	defer outage(&err)
+	return s.room(ctx, s.db.Pool, c.Org, 0, s.db.now())
 }
 
 const insertWorkOrder = `
