@@ -218,7 +218,7 @@ func (db *DB) IdentityDeletePlan(ctx context.Context, datasetID string, store ca
 		if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
-		query := fmt.Sprintf(deleteByIdentitySQL, storeTable(store), parts.sql())
+		query := identityDeleteSQL(storeTable(store), parts, len(keys))
 		return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+query, datasetID, keys, string(store), maxAuditedIdentities,
 			"DI-plan", db.now()).Scan(&plan)
 	})

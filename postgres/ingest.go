@@ -512,13 +512,13 @@ func identitiesValue(keys []string) any {
 
 // deleteByIdentitySQL deletes the rows of dataset $1 carrying any of the identity keys $2 (every version: a kept one
 // carries the person too) from a store's parent, restricted to the partitions that hold the dataset's rows (%[2]s),
-// found through each partition's GIN index on identities, and keeps the counters exact as deleteByIDSQL does. It
-// returns the count, up to $4 of the row ids, and the keys that matched. When the store's deletionManifest is on,
-// it lists the rows in work order $5's manifest at $6 (listed), in the same statement, as a delete by _id does.
+// and keeps the counters exact as deleteByIDSQL does. %[3]s is the CTE "gone", the delete itself, in one of two
+// forms (identityMatchFew, identityMatchMany). It returns the count, up to $4 of the row ids, and the keys that
+// matched. When the store's deletionManifest is on, it lists the rows in work order $5's manifest at $6 (listed),
+// in the same statement, as a delete by _id does.
 var deleteByIdentitySQL = `
-WITH gone AS (
-    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
-    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)` +
+WITH keys AS MATERIALIZED (SELECT unnest($2::text[]) AS k),
+%[3]s` +
 	fmt.Sprintf(listGoneOf, `'`+removalWorkOrder+`'`, `$5`, `$6`, `'work-order'`) + `,
 counted AS (
     SELECT p.name AS partition_name, g.setting_id, count(*) AS n
@@ -531,7 +531,38 @@ stats AS (
 SELECT (SELECT coalesce(sum(n), 0)::bigint FROM counted),
        coalesce((SELECT array_agg(row_id) FROM (SELECT DISTINCT row_id FROM gone ORDER BY 1 LIMIT $4) i), '{}'),
        coalesce((SELECT array_agg(DISTINCT x.k) FROM (SELECT unnest(g.identities) AS k FROM gone g) x
-                 WHERE x.k IN (SELECT unnest($2::text[]))), '{}')`
+                 WHERE x.k IN (SELECT k FROM keys)), '{}')`
+
+// identityMatchFew is deleteByIdentitySQL's delete for a few keys: an overlap with the keys, which each
+// partition's GIN index on identities answers by looking each key up.
+const identityMatchFew = `gone AS (
+    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
+    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)`
+
+// identityMatchMany is deleteByIdentitySQL's delete for many keys: the dataset's rows that carry identities,
+// reached through its index, each identity probed in one hash of the keys built once for the statement, and
+// deleted by (partition, ctid). An overlap (&&) compares each row's identities with every key, and the GIN index
+// looks every key up in every partition: with 1,000 keys the overlap took 362 s on 1M rows where a hash of the keys
+// takes a scan of the dataset's rows (issue #31's benchmark).
+const identityMatchMany = `pick AS MATERIALIZED (
+    SELECT DISTINCT r.tableoid AS part, r.ctid AS tid FROM %[1]s r, unnest(r.identities) u(k)
+    WHERE r.dataset_id = $1 AND %[2]s AND r.identities IS NOT NULL AND u.k IN (SELECT k FROM keys)),
+gone AS (
+    DELETE FROM %[1]s r USING pick p WHERE r.dataset_id = $1 AND %[2]s AND r.tableoid = p.part AND r.ctid = p.tid
+    RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)`
+
+// fewIdentities is the most keys an order's delete looks up through the GIN index (identityMatchFew); more are
+// matched through a hash of them (identityMatchMany).
+const fewIdentities = 64
+
+// identityDeleteSQL is deleteByIdentitySQL for store table, partitions parts and n keys.
+func identityDeleteSQL(table string, parts partitionFilter, n int) string {
+	match := identityMatchFew
+	if n > fewIdentities {
+		match = identityMatchMany
+	}
+	return fmt.Sprintf(fmt.Sprintf(deleteByIdentitySQL, "%[1]s", "%[2]s", match), table, parts.sql())
+}
 
 // identityRemoval is what deleteRowsByIdentity removed from one store.
 type identityRemoval struct {
@@ -549,7 +580,7 @@ func (rs *rowStore) deleteRowsByIdentity(ctx context.Context, tx pgx.Tx, workOrd
 	if err != nil || parts.none() || len(keys) == 0 {
 		return out, err
 	}
-	query := fmt.Sprintf(deleteByIdentitySQL, storeTable(store), parts.sql())
+	query := identityDeleteSQL(storeTable(store), parts, len(keys))
 	if err := tx.QueryRow(ctx, query, pgx.QueryExecModeExec, datasetID, keys, string(store), maxAuditedIdentities,
 		workOrderID, now).Scan(&out.n, &out.rowIDs, &out.matched); err != nil {
 		return out, fmt.Errorf("delete rows of %s by identity from %s: %w", datasetID, storeTable(store), err)

@@ -240,3 +240,52 @@ func TestDatasetPrimaryIdentity(t *testing.T) {
 	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
 	require.Equal(t, []string{"c2", "c3", "c4"}, b.rowIDsIn(t, "lake_rows", ds), "c3's identityMap names another identity")
 }
+
+// TestWorkOrderOfManyIdentitiesHashesThem: an order of more identities than the GIN index is asked for
+// (fewIdentities) removes exactly the rows carrying one of them, in both forms of a row's identities (primary e-mail,
+// and an ECID beside it), and its delete probes a hash of the keys rather than comparing each row with every key.
+func TestWorkOrderOfManyIdentitiesHashesThem(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	ds := b.newDataset(t, "people")
+	var lines, keys []string
+	var ids []catalog.Identity
+	for i := range 300 {
+		lines = append(lines, identityLine("2024-12-30T10:00:00Z", fmt.Sprintf("p%03d", i), fmt.Sprintf("p%d@example.com", i), true, ""))
+		if i%3 == 0 {
+			ids = append(ids, catalog.Identity{Namespace: "email", Value: fmt.Sprintf("P%d@example.com", i)})
+			keys = append(keys, fmt.Sprintf("email:p%d@example.com", i))
+		}
+	}
+	for i := range 50 {
+		ids = append(ids, catalog.Identity{Namespace: "email", Value: fmt.Sprintf("nobody%d@example.com", i)})
+	}
+	b.ingestLines(t, ds, lines...)
+	_, err := b.db.Pool.Exec(ctx, `ANALYZE lake_rows`)
+	require.NoError(t, err)
+	plan, err := b.db.IdentityDeletePlan(ctx, ds, catalog.LakeHouse, keys)
+	require.NoError(t, err)
+	require.NotContains(t, plan, "&&", "no row is compared with every key")
+	require.Contains(t, plan, "Hash", "the keys are hashed")
+
+	id := b.createWorkOrder(t, ds, ids...)
+	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
+	w, err := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{}).FindWorkOrder(ctx, b.caller, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.WorkOrderCompleted, w.Status)
+	require.Equal(t, int64(100), w.RowsDeleted)
+	left := b.rowIDsIn(t, "lake_rows", ds)
+	require.Len(t, left, 200)
+	for _, r := range left {
+		var i int
+		_, err := fmt.Sscanf(r, "p%03d", &i)
+		require.NoError(t, err)
+		require.NotZero(t, i%3, "row %s carries an identity of the order", r)
+	}
+	b.requireCountersExact(t)
+	var matched string
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT details->>'identitiesMatched' FROM audit_events
+		WHERE action = 'Delete' AND details->>'workorderId' = $1`, id).Scan(&matched))
+	require.Equal(t, "100", matched, "the Delete event counts the identities that matched")
+}
