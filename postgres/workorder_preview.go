@@ -20,14 +20,29 @@ const previewScopeSQL = `SELECT id, name FROM datasets
 WHERE org_id = $1 AND sandbox_name = $2 AND deleted_at IS NULL AND ($3 = '` + catalog.AllDatasets + `' OR id = $3)`
 
 // previewCountSQL counts, per store and dataset of $2, the stored rows carrying one of the identity keys $1: the
-// rows an order's parts delete (deleteByIdentitySQL), found through the same partial GIN index of each partition.
+// rows an order's parts delete (deleteByIdentitySQL), matched as the parts match them: through each partition's GIN
+// index for a few keys, through a hash of the keys for more (%[1]s and %[2]s, previewMatchFew or previewMatchMany).
 // One statement for both stores, so that the keys (up to 100,000) cross the wire once.
-var previewCountSQL = `
-SELECT '` + string(catalog.LakeHouse) + `', r.dataset_id, count(*) FROM ` + storeTable(catalog.LakeHouse) + ` r
-WHERE r.identities && $1::text[] AND r.dataset_id = ANY($2::text[]) GROUP BY r.dataset_id
+const previewCountSQL = `WITH keys AS MATERIALIZED (SELECT unnest($1::text[]) AS k)
+SELECT '` + string(catalog.LakeHouse) + `', dataset_id, count(*) FROM (%[1]s) l GROUP BY dataset_id
 UNION ALL
-SELECT '` + string(catalog.Profile) + `', r.dataset_id, count(*) FROM ` + storeTable(catalog.Profile) + ` r
-WHERE r.identities && $1::text[] AND r.dataset_id = ANY($2::text[]) GROUP BY r.dataset_id`
+SELECT '` + string(catalog.Profile) + `', dataset_id, count(*) FROM (%[2]s) p GROUP BY dataset_id`
+
+// previewMatchFew is the rows of store table %[1]s an overlap with the keys finds (identityMatchFew).
+const previewMatchFew = `SELECT r.dataset_id FROM %[1]s r WHERE r.identities && $1::text[] AND r.dataset_id = ANY($2::text[])`
+
+// previewMatchMany is the rows of store table %[1]s with an identity in the hash of the keys (identityMatchMany).
+const previewMatchMany = `SELECT DISTINCT r.tableoid, r.ctid, r.dataset_id FROM %[1]s r, unnest(r.identities) u(k)
+    WHERE r.dataset_id = ANY($2::text[]) AND r.identities IS NOT NULL AND u.k IN (SELECT k FROM keys)`
+
+// previewSQL is previewCountSQL for n keys.
+func previewSQL(n int) string {
+	match := previewMatchFew
+	if n > fewIdentities {
+		match = previewMatchMany
+	}
+	return fmt.Sprintf(previewCountSQL, fmt.Sprintf(match, storeTable(catalog.LakeHouse)), fmt.Sprintf(match, storeTable(catalog.Profile)))
+}
 
 // PreviewWorkOrder implements catalog.WorkOrderService. It reads in one read-only snapshot under a statement
 // timeout of the limits' PreviewBudget, so that a preview holds no lock a run or an order waits for and costs
@@ -101,7 +116,7 @@ func previewCounts(ctx context.Context, tx pgx.Tx, keys []string, byID map[strin
 	}
 	var store, id string
 	var n int64
-	rows, err := tx.Query(ctx, previewCountSQL, keys, ids)
+	rows, err := tx.Query(ctx, previewSQL(len(keys)), keys, ids)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&store, &id, &n}, func() error {
 			d := byID[id]

@@ -269,9 +269,14 @@ func TestWorkOrderOfManyIdentitiesHashesThem(t *testing.T) {
 	require.NotContains(t, plan, "&&", "no row is compared with every key")
 	require.Contains(t, plan, "Hash", "the keys are hashed")
 
+	svc := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{})
+	p, err := svc.PreviewWorkOrder(ctx, b.caller, catalog.WorkOrderCreate{DisplayName: "many", DatasetID: catalog.AllDatasets, Identities: ids})
+	require.NoError(t, err)
+	require.Equal(t, int64(100), p.RowCount, "the preview matches as the order does")
+
 	id := b.createWorkOrder(t, ds, ids...)
 	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
-	w, err := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{}).FindWorkOrder(ctx, b.caller, id)
+	w, err := svc.FindWorkOrder(ctx, b.caller, id)
 	require.NoError(t, err)
 	require.Equal(t, catalog.WorkOrderCompleted, w.Status)
 	require.Equal(t, int64(100), w.RowsDeleted)
