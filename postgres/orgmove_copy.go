@@ -47,6 +47,11 @@ func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport
 			VALUES ($1, $2, 'target', $3, 'copied', $4, $4)`, st.id, m.Org, m.TargetCell, now); err != nil {
 			return fmt.Errorf("record the move on the target: %w", err)
 		}
+		// An org coming back to a cell it once left finds there the fence its departure left (moved), which would
+		// refuse its writes and answer its requests with the cell it left for: the org is this cell's again.
+		if _, err := tx.Exec(ctx, `DELETE FROM org_write_fences WHERE org_id = $1`, m.Org); err != nil {
+			return fmt.Errorf("clear the fence of an earlier move on the target: %w", err)
+		}
 		remap, err := settingMap(ctx, src, tx, m.Org)
 		if err != nil {
 			return err

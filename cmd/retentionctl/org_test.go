@@ -265,3 +265,34 @@ func TestOrgMoveNeedsARoute(t *testing.T) {
 	_, err = ctl(t, map[string]string{}, "org", "copy")
 	require.ErrorIs(t, err, errUsage)
 }
+
+// TestOrgMovedBackToACellItLeft: an org moved from a to b and back to a is whole on a, with its writes open there:
+// the fence a kept (moved) from the first move is no longer the org's once it comes back. The second move failed at
+// its verification ("has moved to another cell") and left the org's writes refused on b.
+func TestOrgMovedBackToACellItLeft(t *testing.T) {
+	t.Parallel()
+	bin := buildCtl(t)
+	ctx := context.Background()
+	c := setupMoveCells(t)
+	cmd, out := c.startMove(t, bin)
+	require.NoError(t, cmd.Wait(), out.String())
+	c.requireMoved(t, out.String())
+
+	var back bytes.Buffer
+	cmd = exec.Command(bin, "org", "move", "-org", moveOrg, "-from", c.dstURL, "-to", c.srcURL, "-to-cell", "a",
+		"-cells-map", c.router.MapFile, "-cells-socket", c.router.Socket)
+	cmd.Stdout, cmd.Stderr = &back, &back
+	require.NoError(t, cmd.Run(), back.String())
+	require.Contains(t, back.String(), "moved org "+moveOrg+" to cell a")
+	require.Equal(t, c.rows, c.count(t, c.src, `SELECT count(*) FROM lake_rows WHERE dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`))
+	require.Zero(t, c.count(t, c.dst, `SELECT count(*) FROM datasets WHERE org_id = $1`))
+	var state *string
+	require.NoError(t, c.src.Pool.QueryRow(ctx, `SELECT org_write_fence($1)`, moveOrg).Scan(&state))
+	require.Nil(t, state, "the org's writes are open on the cell it came back to")
+	v, err := postgres.NewAuditService(c.src).Verify(ctx, moveOrg)
+	require.NoError(t, err)
+	require.True(t, v.Valid, "%+v", v.FirstBroken)
+	cell, _, err := c.router.Route(moveOrg)
+	require.NoError(t, err)
+	require.Equal(t, "a", cell)
+}
