@@ -77,6 +77,20 @@ type deadlineBody struct {
 	sawEOF bool
 }
 
+// drain reads and drops what is left of the body, at most most bytes and for at most within: a client still sending
+// a short rest of a body the handler stopped reading then reads the answer, where closing the connection while it
+// writes could reset the connection before it did. Past either bound the connection closes after the answer.
+func (b *deadlineBody) drain(most int64, within time.Duration) {
+	if b.sawEOF {
+		return
+	}
+	_ = ignoreUnsupported(b.rc.SetReadDeadline(time.Now().Add(within)))
+	if _, err := io.CopyN(io.Discard, b.ReadCloser, most); errors.Is(err, io.EOF) {
+		b.sawEOF = true
+		_ = ignoreUnsupported(b.rc.SetReadDeadline(time.Time{}))
+	}
+}
+
 // next is the deadline of the next read.
 func (b *deadlineBody) next() time.Time {
 	deadline := time.Now().Add(b.idle)

@@ -102,11 +102,24 @@ type ingestProblem struct {
 	CommittedThroughLine int `json:"committedThroughLine"`
 }
 
+// The most of a body's rest an ingestion stopped by its dataset's state reads and drops before it answers.
+const (
+	leftoverBytes = 1 << 20
+	leftoverTime  = time.Second
+)
+
 // ingestFailed answers an ingestion that stopped on err. Chunks commit as the body streams in, so a failure may
 // come after rows were stored: the answer then says how many, whatever its status, and never a bare error.
 func (s *Server) ingestFailed(c echo.Context, res *catalog.IngestResult, err error) error {
 	if res == nil || res.Accepted+res.Rejected == 0 {
 		return err
+	}
+	if code := catalog.ErrorCode(err); code == catalog.ECONFLICT || code == catalog.EUNAVAILABLE {
+		// The ingestion stopped on the dataset's state (deleted, or its org fenced), not on the body: a client still
+		// sending the rest gets this answer, not a reset.
+		if body, ok := c.Request().Body.(*deadlineBody); ok {
+			body.drain(leftoverBytes, leftoverTime)
+		}
 	}
 	p := s.problemFor(err, c)
 	if p.Status >= http.StatusInternalServerError {
