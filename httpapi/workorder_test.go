@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
-	"github.com/acme/retention/internal/testwait"
 )
 
 // workOrderBody is a POST /workorder body erasing the e-mails from the dataset (or ALL).
@@ -331,49 +330,5 @@ func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
 		unread, refusedBytes := b.workOrderRefusals(t)
 		require.Equal(t, float64(1), unread)
 		require.Zero(t, refusedBytes)
-	})
-	t.Run("OneBodyAtATime", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		body, pw := io.Pipe()
-		req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, b.url+"/data/core/hygiene/workorder", body)
-		require.NoError(t, err)
-		for k, v := range map[string]string{"Authorization": "Bearer " + b.token, "x-api-key": "test-key", "x-gw-ims-org-id": b.org,
-			"Content-Type": "application/json"} {
-			req.Header.Set(k, v)
-		}
-		first := make(chan int, 1)
-		go func() {
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				first <- 0
-				return
-			}
-			_ = resp.Body.Close()
-			first <- resp.StatusCode
-		}()
-		order, err := json.Marshal(workOrderBody("ALL", "slow@example.com"))
-		require.NoError(t, err)
-		_, err = pw.Write(order[:10])
-		require.NoError(t, err)
-		// The first order's body is being read once the service refuses the org's next one, whatever it holds.
-		testwait.For(t, time.Minute, func() (bool, string) {
-			resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: notJSON})
-			return resp.status == http.StatusTooManyRequests, fmt.Sprintf("answered %d: %s", resp.status, resp.body)
-		})
-		_, decoded := b.workOrderRefusals(t)
-		b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
-			http.StatusTooManyRequests, "too-many-workorder-reads", "")
-		_, after := b.workOrderRefusals(t)
-		require.Equal(t, decoded, after, "the refused order's body was not decoded")
-		other := newOrg()
-		resp := b.hygiene(t, request{method: http.MethodPost, path: "/workorder", body: workOrderBody("ALL", "a@example.com"),
-			headers: map[string]string{"Authorization": "Bearer " + mintToken(t, other, allScopes, time.Hour), "x-gw-ims-org-id": other}})
-		require.Equal(t, http.StatusOK, resp.status, "another org's order is read meanwhile: %s", resp.body)
-		_, err = pw.Write(order[10:])
-		require.NoError(t, err)
-		require.NoError(t, pw.Close())
-		require.Equal(t, http.StatusOK, <-first, "the first order is accepted")
-		b.createWorkOrder(t, workOrderBody("ALL", "next@example.com"))
 	})
 }
