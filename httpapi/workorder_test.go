@@ -1,12 +1,15 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testwait"
 )
 
 // workOrderBody is a POST /workorder body erasing the e-mails from the dataset (or ALL).
@@ -331,4 +335,108 @@ func TestWorkOrderRefusedBeforeItsBodyIsRead(t *testing.T) {
 		require.Equal(t, float64(1), unread)
 		require.Zero(t, refusedBytes)
 	})
+}
+
+// heldBody is a work-order request the test sends over a connection of its own, its headers and the first half of
+// its body written straight to the socket: the server has them whatever a client's buffers would do, and reads on
+// until the test sends the rest or closes the connection.
+type heldBody struct {
+	conn net.Conn
+	rest []byte
+}
+
+// holdWorkOrderBody sends the headers and half the body of a POST to path (under /data/core/hygiene) for b's org,
+// and returns once the server reads it holding the org's work-order body slot.
+func (b *testBundle) holdWorkOrderBody(t *testing.T, path string, body map[string]any) *heldBody {
+	t.Helper()
+	raw, err := json.Marshal(body)
+	require.NoError(t, err)
+	u, err := url.Parse(b.url)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	// Only a hung server meets this deadline: it turns a hang into a failure.
+	require.NoError(t, conn.SetDeadline(time.Now().Add(2*time.Minute)))
+	half := len(raw) / 2
+	var head bytes.Buffer
+	fmt.Fprintf(&head, "POST %s%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nx-api-key: test-key\r\n"+
+		"x-gw-ims-org-id: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		"/data/core/hygiene", path, u.Host, b.token, b.org, len(raw))
+	head.Write(raw[:half])
+	_, err = conn.Write(head.Bytes())
+	require.NoError(t, err)
+	testwait.For(t, time.Minute, func() (bool, string) {
+		n := b.api.WorkOrderReadsOf(b.org)
+		return n == 1, fmt.Sprintf("%d bodies of the org being read", n)
+	})
+	return &heldBody{conn: conn, rest: raw[half:]}
+}
+
+// finish sends the rest of the body and returns the server's answer.
+func (h *heldBody) finish(t *testing.T) *response {
+	t.Helper()
+	_, err := h.conn.Write(h.rest)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(h.conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return &response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// TestWorkOrderBodiesOfAnOrgAreReadOneAtATime: while a server reads one work-order body of an org, an order's or a
+// preview's, the org's next body to either route is refused at once with 429 too-many-workorder-reads and
+// Retry-After, undecoded; another org's bodies are read meanwhile; once the first body has been answered, or its
+// client has left in the middle of it, the org's next bodies are read.
+func TestWorkOrderBodiesOfAnOrgAreReadOneAtATime(t *testing.T) {
+	t.Parallel()
+	const notJSON, hygiene = `{"namespacesIdentities": [ this is not JSON`, "/data/core/hygiene"
+	routes := map[string]string{"Order": "/workorder", "Preview": "/workorder/preview"}
+	for heldName, held := range routes {
+		for _, clientLeaves := range []bool{false, true} {
+			name := heldName + "Answered"
+			if clientLeaves {
+				name = heldName + "ClientLeft"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				first := b.holdWorkOrderBody(t, held, workOrderBody("ALL", "first@example.com"))
+				unread, refusedBytes := b.workOrderRefusals(t)
+
+				b.requireWorkOrderError(t, request{method: http.MethodPost, path: "/workorder", body: notJSON},
+					http.StatusTooManyRequests, "too-many-workorder-reads", "")
+				resp := b.do(t, request{method: http.MethodPost, path: hygiene + "/workorder/preview", body: notJSON})
+				requireRefusal(t, resp, http.StatusTooManyRequests, "too-many-workorder-reads", "")
+				require.Equal(t, "1", resp.header.Get("Retry-After"))
+				unreadAfter, refusedBytesAfter := b.workOrderRefusals(t)
+				require.Equal(t, unread+1, unreadAfter, "the refused order is counted unread")
+				require.Equal(t, refusedBytes, refusedBytesAfter, "no refused body was decoded")
+
+				other := newOrg()
+				headers := map[string]string{"Authorization": "Bearer " + mintToken(t, other, allScopes, time.Hour), "x-gw-ims-org-id": other}
+				for _, path := range []string{"/workorder", "/workorder/preview"} {
+					resp := b.do(t, request{method: http.MethodPost, path: hygiene + path, body: workOrderBody("ALL", "a@example.com"), headers: headers})
+					require.Equal(t, http.StatusOK, resp.status, "another org's %s is read meanwhile: %s", path, resp.body)
+				}
+				require.Equal(t, 1, b.api.WorkOrderReadsOf(b.org), "the first body is still being read")
+
+				if clientLeaves {
+					require.NoError(t, first.conn.Close())
+				} else {
+					resp := first.finish(t)
+					require.Equal(t, http.StatusOK, resp.status, "the first body is answered: %s", resp.body)
+				}
+				testwait.For(t, time.Minute, func() (bool, string) {
+					n := b.api.WorkOrderReadsOf(b.org)
+					return n == 0, fmt.Sprintf("%d bodies of the org being read", n)
+				})
+				b.createWorkOrder(t, workOrderBody("ALL", "next@example.com"))
+				resp = b.do(t, request{method: http.MethodPost, path: hygiene + "/workorder/preview", body: workOrderBody("ALL", "next@example.com")})
+				require.Equal(t, http.StatusOK, resp.status, "the org's next preview is read: %s", resp.body)
+			})
+		}
+	}
 }
