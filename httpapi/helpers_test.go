@@ -85,6 +85,12 @@ func (b *testBundle) setNow(t time.Time) { b.clock.Store(t.UnixMilli() - 1) }
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with configure, when not nil, changing the server's Config before the server is made.
+func setupWith(t testing.TB, configure func(*httpapi.Config)) *testBundle {
+	t.Helper()
 	db := testdb.NewDB(t)
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	b := &testBundle{db: db, org: newOrg(), now: now, clock: &atomic.Int64{}, chunks: make(chan int, 100)}
@@ -96,7 +102,7 @@ func setup(t testing.TB) *testBundle {
 	require.NoError(t, err)
 	// Runs are only queued here; the jobs package's tests run them.
 	runs, _ := testdb.Jobs(t, db, testdb.JobsOptions{})
-	b.api = httpapi.New(httpapi.Config{
+	cfg := httpapi.Config{
 		Datasets: postgres.NewDatasetService(db), Holds: postgres.NewDatasetService(db), Rows: postgres.NewRowService(db, testChunkRows), Runs: runs, Auth: auth,
 		Preview: postgres.NewPreviewService(db, retention.Period{}), Expirations: postgres.NewExpirationService(db, testExpirationQuota),
 		Manifests:  postgres.NewManifestService(db),
@@ -115,7 +121,11 @@ func setup(t testing.TB) *testBundle {
 			default:
 			}
 		},
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	b.api = httpapi.New(cfg)
 	srv := httptest.NewServer(apitest.Handler(t, b.api))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
