@@ -127,6 +127,9 @@ func (s *Server) listAuditEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.nothingHere(c, len(page.Events)); err != nil {
+		return err
+	}
 	doc := auditPage{QueryID: q.ID()}
 	doc.Embedded.Events = make([]auditEventDoc, 0, len(page.Events))
 	for _, ev := range page.Events {
@@ -205,6 +208,10 @@ func (s *Server) exportAuditEvents(c echo.Context) error {
 		}
 		return nil
 	})
+	if err == nil {
+		// An export without events has sent nothing yet (its header waits in buf): it can still say the org moved.
+		err = s.nothingHere(c, n)
+	}
 	if err == nil {
 		err = w.close()
 	}
@@ -342,6 +349,10 @@ type chainBreakDoc struct {
 func (s *Server) verifyAudit(c echo.Context) error {
 	v, err := s.audit.VerifyChain(c.Request().Context(), caller(c))
 	if err != nil {
+		return err
+	}
+	// An empty chain verifies: on the cell an org left, that would vouch for a chain it no longer holds.
+	if err := s.nothingHere(c, int(min(v.Events, 1))); err != nil {
 		return err
 	}
 	doc := verificationDoc{

@@ -85,11 +85,8 @@ func (s *Server) listDatasets(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(datasets) == 0 && s.orgMovedAway != nil {
-		// An org with nothing here may have moved to another cell: say where, rather than list nothing.
-		if moved := s.orgMovedAway(c.Request().Context(), caller(c).Org); moved != nil {
-			return moved
-		}
+	if err := s.nothingHere(c, len(datasets)); err != nil {
+		return err
 	}
 	properties := splitList(c.QueryParam("properties"))
 	entries := make([]keyedEntry, 0, len(datasets))

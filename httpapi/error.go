@@ -75,14 +75,28 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 // that reached the old cell (directly, or routed there before the switch) learns where the org went, not that its
 // data is gone.
 func (s *Server) movedAway(c echo.Context, err error) error {
-	cl := caller(c)
-	if s.orgMovedAway == nil || cl == nil || catalog.ErrorCode(err) != catalog.ENOTFOUND {
+	if catalog.ErrorCode(err) != catalog.ENOTFOUND {
 		return err
 	}
-	if moved := s.orgMovedAway(c.Request().Context(), cl.Org); moved != nil {
+	if moved := s.nothingHere(c, 0); moved != nil {
 		return moved
 	}
 	return err
+}
+
+// nothingHere returns, for a read that found n things of the caller's org on this cell, the org's org-moved error
+// (503, naming the cell) when n is 0 and the org has moved to another cell, so that a client of the old cell never
+// takes an empty answer (a listing, an export, a chain, a quota or a preview with nothing in it) for the org's
+// state. It returns nil otherwise, and the read's answer stands. Every read of an org's data asks it: not-found answers
+// through the error handler (movedAway), the others on their own empty answer. It asks the database only when n is
+// 0, so a read that finds something pays nothing, and only of the caller's own org, so no org's answers change with
+// another org's move.
+func (s *Server) nothingHere(c echo.Context, n int) error {
+	cl := caller(c)
+	if n > 0 || s.orgMovedAway == nil || cl == nil {
+		return nil
+	}
+	return s.orgMovedAway(c.Request().Context(), cl.Org)
 }
 
 func (s *Server) problemFor(err error, c echo.Context) Problem {

@@ -187,6 +187,9 @@ func (s *Server) listExpirations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.nothingHere(c, len(page.Results)); err != nil {
+		return err
+	}
 	doc := expirationListDoc{Results: make([]expirationDoc, 0, len(page.Results)), CurrentPage: f.Page,
 		TotalPages: (page.Total + f.Limit - 1) / f.Limit, TotalCount: page.Total}
 	for _, e := range page.Results {
@@ -336,6 +339,14 @@ func (s *Server) getQuota(c echo.Context) error {
 			return err
 		}
 		quotas = append(quotas, more...)
+	}
+	consumed := 0
+	for _, q := range quotas {
+		consumed += q.Consumed
+	}
+	// Nothing consumed may be the cell an org left, where its orders and expirations no longer are.
+	if err := s.nothingHere(c, consumed); err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"quotas": quotas})
 }

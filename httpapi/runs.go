@@ -94,6 +94,9 @@ func (s *Server) listRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.nothingHere(c, len(runs)); err != nil {
+		return err
+	}
 	out := struct {
 		Embedded struct {
 			Runs []RunDoc `json:"runs"`

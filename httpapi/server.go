@@ -64,8 +64,9 @@ type Config struct {
 	// refuses is a 400 and not a 500.
 	TranslateError func(error) error
 	// OrgMovedAway, when set, tells whether an org has moved from this cell to another (postgres.DB.OrgMovedAway):
-	// the error to answer instead of a not-found (503 org-moved naming the cell), nil when it did not move. It is
-	// asked only for requests whose answer is a not-found, so it costs other requests nothing.
+	// the error to answer instead of a not-found or an empty read (503 org-moved naming the cell), nil when it did
+	// not move. It is asked only for requests that found nothing of the caller's org (a not-found, an empty page,
+	// export, audit chain or quota), so it costs other requests nothing.
 	OrgMovedAway func(ctx context.Context, org string) error
 	// ReadTimeout is the longest a request body may go without a byte arriving (30 s when zero).
 	ReadTimeout time.Duration

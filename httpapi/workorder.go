@@ -291,6 +291,9 @@ func (s *Server) listWorkOrders(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.nothingHere(c, len(page.Results)); err != nil {
+		return err
+	}
 	doc := workOrderListDoc{Results: make([]workOrderDoc, 0, len(page.Results)), Total: page.Total, Count: len(page.Results),
 		Links: map[string]workOrderLink{"page": {Href: hygienePrefix + "/workorder?limit={limit}&page={page}", Templated: true}}}
 	for _, w := range page.Results {

@@ -51,6 +51,9 @@ func (s *Server) previewWorkOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.nothingHere(c, p.DatasetCount); err != nil {
+		return err
+	}
 	doc := workOrderPreviewDoc{CountedAt: hygieneTime(p.At), DatasetID: p.DatasetID, IdentityCount: p.IdentityCount,
 		DatasetCount: p.DatasetCount, RowCount: p.RowCount, Datasets: []workOrderPreviewDatasetDoc{}}
 	for _, d := range p.Datasets {
