@@ -431,7 +431,7 @@ func (b *sweepBundle) dropTransactions(t *testing.T, runID string) (partitions, 
 	rows, err := b.db.Pool.Query(context.Background(), `
 SELECT d.x, d.parts, coalesce(m.n, 0)::bigint
 FROM (SELECT xmin::text AS x, count(DISTINCT partition_name) AS parts FROM retention_deletions
-      WHERE run_id = $1 AND dropped GROUP BY 1) d
+      WHERE run_id::text = $1 AND dropped GROUP BY 1) d
 LEFT JOIN (SELECT xmin::text AS x, sum(entries) AS n FROM deletion_manifests
            WHERE removal_kind = 'run' AND removal_id = $1 GROUP BY 1) m ON m.x = d.x`, runID)
 	require.NoError(t, err)
