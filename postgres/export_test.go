@@ -23,6 +23,10 @@ func (db *DB) OnPartitionLookup(f func()) { db.rows.hooks.afterPartitionLookup =
 // committed; nil stops it. Set it only while no sweep runs.
 func (db *DB) OnRemovalCommit(f func()) { db.rows.hooks.afterRemoval = f }
 
+// OnDropAttempt makes every attempt at a batch of drops call f and take what it returns as its BatchTimeout; nil
+// stops it. Set it only while no sweep runs.
+func (db *DB) OnDropAttempt(f func() time.Duration) { db.rows.hooks.dropTimeout = f }
+
 // OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
 func (db *DB) OnPreviewCounters(f func()) { db.rows.hooks.afterPreviewCounters = f }
 

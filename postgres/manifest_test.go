@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,4 +411,95 @@ func TestManifestChunksHoldUpToAThousandEntries(t *testing.T) {
 	require.Equal(t, inOrder, b.readManifest(t, m, 999), "pages of any size read the same entries in the same order")
 	sorted := slices.Sorted(slices.Values(inOrder))
 	require.Equal(t, gone, sorted, "every removed row once")
+}
+
+// ingestMonths stores, for each of months months from now on, 120 rows of the dataset a few hours old, so that
+// under a TTL of a month each month's rows are placed in a partition of their own.
+func (b *sweepBundle) ingestMonths(t *testing.T, id string, months int) {
+	t.Helper()
+	start := b.now
+	for k := range months {
+		b.now = start.AddDate(0, k, 0)
+		b.ingestSeriesAs(t, id, fmt.Sprintf("m%d-", k), 120, 5*time.Minute)
+	}
+}
+
+// dropTransactions returns, for each transaction of the run that dropped partitions, how many it dropped and how
+// many manifest entries it wrote, by the transaction id that wrote its rows.
+func (b *sweepBundle) dropTransactions(t *testing.T, runID string) (partitions, entries map[string]int64) {
+	t.Helper()
+	rows, err := b.db.Pool.Query(context.Background(), `
+SELECT d.x, d.parts, coalesce(m.n, 0)::bigint
+FROM (SELECT xmin::text AS x, count(DISTINCT partition_name) AS parts FROM retention_deletions
+      WHERE run_id::text = $1 AND dropped GROUP BY 1) d
+LEFT JOIN (SELECT xmin::text AS x, sum(entries) AS n FROM deletion_manifests
+           WHERE removal_kind = 'run' AND removal_id = $1 GROUP BY 1) m ON m.x = d.x`, runID)
+	require.NoError(t, err)
+	partitions, entries = map[string]int64{}, map[string]int64{}
+	var x string
+	var parts, n int64
+	_, err = pgx.ForEachRow(rows, []any{&x, &parts, &n}, func() error {
+		partitions[x], entries[x] = parts, n
+		return nil
+	})
+	require.NoError(t, err)
+	return partitions, entries
+}
+
+// A drop lists, in its transaction, the rows of the partitions it detaches; the sweep cuts its drops into
+// transactions of at most ListBatch entries (a partition of more goes alone), so that no drop's listing grows with
+// the store until it outlasts its BatchTimeout, which made a run with manifests at 2M rows retry its one drop of
+// every partition until it gave up. The manifest still lists exactly the rows removed.
+func TestManifestDropsListInTransactionsOfBoundedEntries(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	b.sweeper = postgres.MustSweeper(b.db, postgres.SweepConfig{BatchSize: 37, ListBatch: 150})
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.setManifest(t, id, true)
+	b.ingestMonths(t, id, 4)
+	before := b.rowIDs(t, id)
+	b.now = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+
+	runID, dropped := b.runWhole(t, id)
+	require.EqualValues(t, 480, dropped[id], "the drops took the four months' rows")
+	partitions, entries := b.dropTransactions(t, runID)
+	require.Greater(t, len(partitions), 1, "the drops took more than one transaction: %v", partitions)
+	var listed int64
+	for x, n := range entries {
+		listed += n
+		require.True(t, n <= 150 || partitions[x] == 1,
+			"a drop transaction listed %d entries of %d partitions, over the bound of 150", n, partitions[x])
+	}
+	require.Equal(t, dropped[id], listed, "each drop listed its rows in its own transaction")
+	_, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.Equal(t, minus(before, b.rowIDs(t, id)), ids, "the manifest lists exactly the rows removed")
+}
+
+// A drop that runs out of its BatchTimeout is not tried again: a lock wait is bounded by LockTimeout, so its own
+// work (the listing of its rows, above all) took the time, and would take it again at every one of its
+// DropAttempts. The walk removes and lists its partitions' rows instead, in batches of its own.
+func TestDropThatRunsOutOfItsTimeIsLeftToTheWalk(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.setManifest(t, id, true)
+	b.ingestMonths(t, id, 2)
+	before := b.rowIDs(t, id)
+	b.now = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+
+	var attempts atomic.Int32
+	b.db.OnDropAttempt(func() time.Duration {
+		attempts.Add(1)
+		return 0 // its time is out before it starts
+	})
+	runID, dropped := b.runWhole(t, id)
+	b.db.OnDropAttempt(nil)
+	require.EqualValues(t, 1, attempts.Load(), "the one batch of drops was tried once")
+	require.Empty(t, dropped, "no partition was dropped")
+	gone := minus(before, b.rowIDs(t, id))
+	require.Len(t, gone, 240, "the walk removed the two months' rows")
+	_, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.Equal(t, gone, ids, "the manifest lists exactly the rows removed")
 }

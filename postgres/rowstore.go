@@ -52,6 +52,8 @@ type testHooks struct {
 	afterPreviewCounters func()
 	// afterRemoval runs after each removal transaction of a sweep (a drop, a batch, a block range) has committed.
 	afterRemoval func()
+	// dropTimeout, called at each attempt at a batch of drops, gives its BatchTimeout.
+	dropTimeout func() time.Duration
 }
 
 // sizesMaxAge is how long the bytes-per-row figures are reused.

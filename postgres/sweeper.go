@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -44,6 +45,13 @@ type SweepConfig struct {
 	// wait for, only while it detaches them. Their files are freed later, by ReleaseDetached, so that the run does
 	// not wait for the file system. Default 32, more than a run usually drops, so that a run takes one lock round.
 	DropBatch int
+	// ListBatch is how many manifest entries a batch of drops writes at most, beyond those of its first partition:
+	// the rows of the datasets whose store keeps a deletion manifest, which a drop lists in its transaction, while
+	// it holds the store's parent table (manifest.go). A batch is cut at DropBatch partitions or at this many
+	// entries, whichever comes first, so that a drop's work stays within its BatchTimeout however many rows its
+	// partitions hold; a partition of more entries goes alone, since its rows must be listed where they are
+	// detached. Default 100,000: about 1 s of listing on a small machine (docs/benchmarks.md).
+	ListBatch int
 	// Workers is how many connections a sweep works on at once: in a run's part one drops and then walks while the
 	// others walk, block range by block range, so that none idles while there are ranges left; in a dataset's part,
 	// one partition each, so that their counter updates never wait for each other. Default 2: on a small machine
@@ -59,8 +67,8 @@ type SweepConfig struct {
 
 // withDefaults gives the zero fields their defaults and refuses negative ones, once, when the sweeper is built.
 func (c SweepConfig) withDefaults() (SweepConfig, error) {
-	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.Workers < 0 ||
-		c.BusyShare < 0 {
+	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.ListBatch < 0 ||
+		c.Workers < 0 || c.BusyShare < 0 {
 		return c, fmt.Errorf("sweep configuration %+v: no field may be negative", c)
 	}
 	if c.BusyShare > 100 {
@@ -71,6 +79,7 @@ func (c SweepConfig) withDefaults() (SweepConfig, error) {
 	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
 	c.DropBatch = cmp.Or(c.DropBatch, 32)
+	c.ListBatch = cmp.Or(c.ListBatch, 100_000)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.BusyShare = cmp.Or(c.BusyShare, 25)
 	return c, nil
@@ -202,11 +211,9 @@ func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (dropResult, erro
 	return w.drop(ctx, s, parts)
 }
 
-func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (dropResult, error) {
+func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []dropCandidate) (dropResult, error) {
 	res := dropResult{Datasets: map[string]sweepResult{}, Dropped: map[string]bool{}}
-	for len(parts) > 0 {
-		batch := parts[:min(w.cfg.DropBatch, len(parts))]
-		parts = parts[len(batch):]
+	for _, batch := range dropBatches(parts, w.cfg.DropBatch, int64(w.cfg.ListBatch)) {
 		if !s.DryRun {
 			if err := w.rows().forgetIDFilters(ctx, batch); err != nil {
 				return res, err
@@ -232,6 +239,24 @@ func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (dropResult
 	return res, nil
 }
 
+// dropBatches cuts the partitions, in their order, into the batches a transaction each drops: at most most
+// partitions a batch, and at most listBound manifest entries beyond those of a batch's first partition.
+func dropBatches(parts []dropCandidate, most int, listBound int64) [][]string {
+	var batches [][]string
+	var batch []string
+	var listed int64
+	for _, p := range parts {
+		if len(batch) > 0 && (len(batch) == most || listed+p.listed > listBound) {
+			batches, batch, listed = append(batches, batch), nil, 0
+		}
+		batch, listed = append(batch, p.name), listed+p.listed
+	}
+	if len(batch) > 0 {
+		batches = append(batches, batch)
+	}
+	return batches
+}
+
 // dropResult is what a drop phase removed: per dataset, and which partitions.
 type dropResult struct {
 	Datasets map[string]sweepResult
@@ -251,8 +276,13 @@ func (r *dropResult) add(partition string, rows map[string]int64) {
 func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (map[string]map[string]int64, error) {
 	var lastErr error
 	for attempt := range w.cfg.DropAttempts {
-		bctx, cancel := context.WithTimeout(ctx, w.cfg.BatchTimeout)
+		timeout := w.cfg.BatchTimeout
+		if f := w.rows().hooks.dropTimeout; f != nil {
+			timeout = f()
+		}
+		bctx, cancel := context.WithTimeout(ctx, timeout)
 		dropped, err := w.rows().dropPartitions(bctx, s, batch, w.cfg.LockTimeout)
+		timedOut := errors.Is(bctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err == nil {
 			return dropped, nil
@@ -261,6 +291,11 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 			return nil, ctx.Err()
 		}
 		lastErr = err
+		if timedOut {
+			// Its own work, not a lock (LockTimeout bounds those), took the whole BatchTimeout, and would take it
+			// again: the walk removes the rows in batches of its own instead.
+			break
+		}
 		w.logger.DebugContext(ctx, "retention: partition drop waits for its locks", slog.String("first", batch[0]),
 			slog.Int("partitions", len(batch)), slog.Int("attempt", attempt+1), slog.Any("error", err))
 		select {
@@ -338,8 +373,8 @@ func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (placedResult, error
 		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
 	toDrop := map[string]bool{}
-	for _, name := range droppable {
-		toDrop[name] = true
+	for _, p := range droppable {
+		toDrop[p.name] = true
 	}
 	var walk, maybe []string
 	for _, p := range placed {
