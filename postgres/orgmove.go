@@ -144,7 +144,7 @@ func (m *OrgMove) advance(ctx context.Context, st *moveState, rep *MoveReport) (
 	case stepFenced:
 		return stepCopied, m.copyOrg(ctx, st, rep)
 	case stepCopied:
-		return stepVerified, m.verify(ctx, st, rep)
+		return stepVerified, m.verify(ctx, st)
 	case stepVerified:
 		if err := m.Router.Place(ctx, m.Org, m.TargetCell); err != nil {
 			return "", fmt.Errorf("switch the route to %s: %w", m.TargetCell, err)

@@ -395,20 +395,20 @@ func (m *OrgMove) createPartitions(ctx context.Context) error {
 // that verifies on the target with the source's head (the rows' checksums were compared chunk by chunk by the copy
 // and the catch-up, compareChunks). It then lifts the target's fence, records the step and its audit event on the
 // target, in one transaction.
-func (m *OrgMove) verify(ctx context.Context, st *moveState, rep *MoveReport) error {
+func (m *OrgMove) verify(ctx context.Context, st *moveState) error {
 	step, err := m.targetStep(ctx, st.id)
 	if err != nil {
 		return err
 	}
 	if step == stepCopied {
-		if err := m.verifyCopy(ctx, st, rep); err != nil {
+		if err := m.verifyCopy(ctx, st); err != nil {
 			return err
 		}
 	}
 	return m.setStep(ctx, m.Source, st.id, "source", stepVerified)
 }
 
-func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport) error {
+func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState) error {
 	counts := map[string]int64{}
 	var diffs []string
 	for _, ot := range orgTables {
