@@ -22,8 +22,8 @@ const (
 	ActionExecute = "Execute"
 	// ActionReplace records rows of a held dataset written again: the versions they replaced were kept, not deleted.
 	ActionReplace = "Replace"
-	// ActionMove records a step of the org's move to another cell: started (in the source's chain, copied with it),
-	// verified and completed (in the target's).
+	// ActionMove records a step of the org's move to another cell: started and precopied (in the source's chain,
+	// copied with it), verified and completed (in the target's).
 	ActionMove = "Move"
 )
 

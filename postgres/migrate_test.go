@@ -69,11 +69,16 @@ func (b *migrateBundle) tableExists(t *testing.T, name string) bool {
 // objectExists reports whether a table, or a column named table.column, exists.
 func (b *migrateBundle) objectExists(t *testing.T, name string) bool {
 	t.Helper()
+	var exists bool
+	if fn, ok := strings.CutSuffix(name, "()"); ok {
+		require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_proc p
+			WHERE p.proname = $1 AND p.pronamespace = current_schema()::regnamespace)`, fn).Scan(&exists))
+		return exists
+	}
 	table, column, ok := strings.Cut(name, ".")
 	if !ok {
 		return b.tableExists(t, name)
 	}
-	var exists bool
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2)`, table, column).Scan(&exists))
 	return exists
@@ -86,7 +91,17 @@ var (
 	droppedTable = regexp.MustCompile(`(?i)\bDROP TABLE (?:IF EXISTS )?([a-z_][a-z0-9_]*)\s*;`)
 	alterTable   = regexp.MustCompile(`(?is)\bALTER TABLE ([a-z_][a-z0-9_]*)\s([^;]*);`)
 	droppedCol   = regexp.MustCompile(`(?i)\bDROP COLUMN (?:IF EXISTS )?([a-z_][a-z0-9_]*)`)
+	droppedFunc  = regexp.MustCompile(`(?i)\bDROP FUNCTION (?:IF EXISTS )?([a-z_][a-z0-9_]*)\(`)
 )
+
+// functionsDroppedIn lists the functions an SQL file drops, as name() (migration 0021 drops only functions).
+func functionsDroppedIn(sql string) []string {
+	var names []string
+	for _, m := range droppedFunc.FindAllStringSubmatch(sql, -1) {
+		names = append(names, strings.ToLower(m[1])+"()")
+	}
+	return names
+}
 
 // columnsDroppedIn lists the columns an SQL file drops, as table.column.
 func columnsDroppedIn(sql string) []string {
@@ -198,6 +213,7 @@ func TestMigrate(t *testing.T) {
 
 		newest := b.all[len(b.all)-1]
 		dropped := append(tablesIn(t, droppedTable, newest.Down), columnsDroppedIn(newest.Down)...)
+		dropped = append(dropped, functionsDroppedIn(newest.Down)...)
 		require.NotEmpty(t, dropped, "the newest down file drops no table or column, so this test would check nothing")
 		for _, name := range dropped {
 			require.True(t, b.objectExists(t, name), "%s before down", name)

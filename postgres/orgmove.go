@@ -24,17 +24,19 @@ type OrgRouter interface {
 // The steps of a move, as org_moves.step records them: each is committed before the next begins, so a move killed
 // anywhere resumes at the step after the last committed one.
 const (
-	stepDraining = "draining" // fence raised as draining: no new run lists the org; runs in flight end
-	stepFenced   = "fenced"   // writes refused; the copy may begin
-	stepCopied   = "copied"   // the target holds the copy (written in one transaction with its org_moves row)
-	stepVerified = "verified" // counts, checksums and the audit chain checked on the target
-	stepSwitched = "switched" // the route points at the target
-	stepDone     = "done"     // the source holds nothing of the org (source) / the move is over (target)
+	stepDraining  = "draining"  // fence raised as draining: no new run lists the org; runs in flight end
+	stepPrecopied = "precopied" // writes still pass; the target holds a copy of one snapshot, checked chunk by chunk
+	stepFenced    = "fenced"    // writes refused; the catch-up may begin
+	stepCopied    = "copied"    // the target holds the source as fenced (the catch-up's one transaction)
+	stepVerified  = "verified"  // counts and the audit chain checked on the target; its fence lifted
+	stepSwitched  = "switched"  // the route points at the target
+	stepDone      = "done"      // the source holds nothing of the org (source) / the move is over (target)
 )
 
-// OrgMove moves every row of one org from the Source cell's database to the Target's: fence, copy, verify, switch
-// the route, remove from the source (docs/scaling.md, "Moving an org"). Run it again after any failure or kill: it
-// resumes from the last committed step.
+// OrgMove moves every row of one org from the Source cell's database to the Target's: copy while the org's writes
+// still pass, fence, catch up what changed since the copy, verify, switch the route, remove from the source
+// (docs/scaling.md, "Moving an org"). Run it again after any failure or kill: it resumes from the last committed
+// step.
 type OrgMove struct {
 	Org        string
 	Source     *DB
@@ -55,10 +57,15 @@ type OrgMove struct {
 // MoveReport is what one call of Run did.
 type MoveReport struct {
 	ID string
-	// Copied counts the rows copied per table; Removed those removed from the source, per table.
+	// Copied counts the rows copied per table before the fence; Removed those removed from the source, per table.
 	Copied, Removed map[string]int64
-	// Datasets is how many datasets' rows were checked by checksum.
-	Datasets int
+	// CaughtUp counts the rows the catch-up wrote again on the target while fenced, per table (the small tables
+	// whole, the stores' rows of the chunks that changed, the audit events appended since the copy).
+	CaughtUp map[string]int64
+	// Datasets is how many datasets' rows were checked by checksum; Chunks how many chunks of rows (partition,
+	// dataset, bucket of _id) the copy compared, and ChunksChanged how many of them the catch-up found changed and
+	// copied and compared again.
+	Datasets, Chunks, ChunksChanged int
 	// Fenced is how long the org's writes were refused, from the fence to the route switch, when this call saw both.
 	Fenced time.Duration
 	Steps  []string
@@ -77,23 +84,12 @@ func (m *OrgMove) Run(ctx context.Context) (*MoveReport, error) {
 	if err := m.check(); err != nil {
 		return nil, err
 	}
-	conn, err := m.Source.Pool.Acquire(ctx)
+	release, err := m.lockMove(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the source: %w", err)
+		return nil, err
 	}
-	defer conn.Release()
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(19, hashtext($1))`, m.Org).Scan(&locked); err != nil {
-		return nil, fmt.Errorf("lock the move of %s: %w", m.Org, err)
-	}
-	if !locked {
-		return nil, fmt.Errorf("move %s: %w", m.Org, ErrMoveRunning)
-	}
-	// The session lock ends with the connection, also when the tool is killed.
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(19, hashtext($1))`, m.Org)
-	}()
-	rep := &MoveReport{Copied: map[string]int64{}, Removed: map[string]int64{}}
+	defer release()
+	rep := &MoveReport{Copied: map[string]int64{}, Removed: map[string]int64{}, CaughtUp: map[string]int64{}}
 	st, err := m.load(ctx, rep)
 	if err != nil || st == nil {
 		return rep, err
@@ -142,11 +138,13 @@ func (m *OrgMove) advance(ctx context.Context, st *moveState, rep *MoveReport) (
 		if err := m.waitRuns(ctx); err != nil {
 			return "", err
 		}
+		return stepPrecopied, m.precopy(ctx, st, rep)
+	case stepPrecopied:
 		return stepFenced, m.raiseFence(ctx, st)
 	case stepFenced:
 		return stepCopied, m.copyOrg(ctx, st, rep)
 	case stepCopied:
-		return stepVerified, m.verify(ctx, st, rep)
+		return stepVerified, m.verify(ctx, st)
 	case stepVerified:
 		if err := m.Router.Place(ctx, m.Org, m.TargetCell); err != nil {
 			return "", fmt.Errorf("switch the route to %s: %w", m.TargetCell, err)
@@ -154,7 +152,7 @@ func (m *OrgMove) advance(ctx context.Context, st *moveState, rep *MoveReport) (
 		if !st.since.IsZero() {
 			rep.Fenced = m.Source.now().Sub(st.since)
 		}
-		return stepSwitched, m.setStep(ctx, m.Source, st.id, "source", stepSwitched)
+		return stepSwitched, m.recordSwitch(ctx, st, rep.Fenced)
 	case stepSwitched:
 		return stepDone, m.removeSource(ctx, st, rep)
 	}
@@ -282,7 +280,7 @@ func (m *OrgMove) waitRuns(ctx context.Context) error {
 }
 
 // raiseFence refuses the org's writes from now on. It takes the org's fence lock exclusive, so it waits for every
-// writing transaction that passed the fence (org_write_fence) to commit: those are in the copy, made after.
+// writing transaction that passed the fence (org_write_fence) to commit: those are in the catch-up, made after.
 func (m *OrgMove) raiseFence(ctx context.Context, st *moveState) error {
 	now := m.Source.now()
 	err := m.Source.inTx(ctx, func(tx pgx.Tx) error {
@@ -296,6 +294,20 @@ func (m *OrgMove) raiseFence(ctx context.Context, st *moveState) error {
 	})
 	st.since = now
 	return err
+}
+
+// recordSwitch commits the switch on the source with how long the org's writes were refused, which the completed
+// event names.
+func (m *OrgMove) recordSwitch(ctx context.Context, st *moveState, fenced time.Duration) error {
+	return m.Source.inTx(ctx, func(tx pgx.Tx) error {
+		if !st.since.IsZero() {
+			if _, err := tx.Exec(ctx, `UPDATE org_moves SET counts = counts || jsonb_build_object('writesRefusedMs', $2::bigint)
+				WHERE id = $1 AND role = 'source'`, st.id, fenced.Milliseconds()); err != nil {
+				return err
+			}
+		}
+		return setStepIn(ctx, tx, st.id, "source", stepSwitched, m.Source.now())
+	})
 }
 
 func (m *OrgMove) setStep(ctx context.Context, db *DB, id, role, step string) error {
@@ -327,15 +339,21 @@ func (m *OrgMove) finishTarget(ctx context.Context, id string, rep *MoveReport) 
 		return err
 	}
 	var removed map[string]int64
-	if err := m.Source.Pool.QueryRow(ctx, `SELECT coalesce(counts->'removed', '{}') FROM org_moves WHERE id = $1 AND role = 'source'`, id).Scan(&removed); err != nil {
+	var refusedMs *int64
+	if err := m.Source.Pool.QueryRow(ctx, `SELECT coalesce(counts->'removed', '{}'), (counts->>'writesRefusedMs')::bigint
+		FROM org_moves WHERE id = $1 AND role = 'source'`, id).Scan(&removed, &refusedMs); err != nil {
 		return fmt.Errorf("read what the move removed: %w", err)
+	}
+	details := map[string]any{"step": "completed", "removedFromSource": removed}
+	if refusedMs != nil {
+		details["writesRefusedMs"] = *refusedMs // from the fence to the switch
 	}
 	now := m.Target.now()
 	err = m.Target.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setStepIn(ctx, tx, id, "target", stepDone, now); err != nil {
 			return err
 		}
-		return writeAuditEvent(ctx, tx, m.event(id, now, map[string]any{"step": "completed", "removedFromSource": removed}))
+		return writeAuditEvent(ctx, tx, m.event(id, now, details))
 	})
 	if err == nil {
 		rep.Steps = append(rep.Steps, "completed")

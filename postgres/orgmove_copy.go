@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -16,51 +17,132 @@ import (
 	"github.com/acme/retention/catalog"
 )
 
-// copyOrg copies every table of the registry from one repeatable-read snapshot of the source into one transaction
-// of the target, which also writes the target's row of the move: the copy is on the target whole, or not at all.
-// It skips the copy when that row is there already (a move killed after the copy committed).
+// precopy copies the org while its writes still pass: one repeatable-read snapshot of the source into one
+// transaction of the target (copyTables), checked chunk by chunk against that snapshot. The source then records the
+// step with its audit event, which the catch-up carries over. It skips the copy when the target's row of the move
+// is there already (a move killed after the copy committed).
+func (m *OrgMove) precopy(ctx context.Context, st *moveState, rep *MoveReport) error {
+	step, err := m.targetStep(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	if step == "" {
+		if err := m.createPartitions(ctx); err != nil {
+			return err
+		}
+		if err := m.copyTables(ctx, st, rep, stepPrecopied); err != nil {
+			return err
+		}
+	}
+	tc, err := m.targetCounts(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	now := m.Source.now()
+	return m.Source.inTx(ctx, func(tx pgx.Tx) error {
+		if err := setStepIn(ctx, tx, st.id, "source", stepPrecopied, now); err != nil {
+			return err
+		}
+		return writeAuditEvent(ctx, tx, m.event(st.id, now, map[string]any{"step": "precopied", "rows": tc.Copied,
+			"chunksCompared": tc.Chunks, "tookMs": time.Since(began).Milliseconds()}))
+	})
+}
+
+// copyOrg brings the target to the source as fenced: the catch-up of a copy made before the fence, or, for a move
+// begun by a version that copied only after it, the whole copy now. It skips both when the target's row of the move
+// says the copy is complete (a move killed after the catch-up committed).
 func (m *OrgMove) copyOrg(ctx context.Context, st *moveState, rep *MoveReport) error {
 	step, err := m.targetStep(ctx, st.id)
 	if err != nil {
 		return err
 	}
-	if step == "" {
+	switch step {
+	case "":
 		if err := m.createPartitions(ctx); err != nil {
 			return err
 		}
-		if err := m.copyTables(ctx, st, rep); err != nil {
+		if err := m.copyTables(ctx, st, rep, stepCopied); err != nil {
+			return err
+		}
+	case stepPrecopied:
+		if err := m.catchUp(ctx, st, rep); err != nil {
 			return err
 		}
 	}
 	return m.setStep(ctx, m.Source, st.id, "source", stepCopied)
 }
 
-func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport) error {
+// moveCounts is what the target's row of a move records (org_moves.counts): what the copy wrote, the ids the
+// target gave the org's TTL settings, the watermark of the copy's snapshot, and what the catch-up did.
+type moveCounts struct {
+	Copied   map[string]int64 `json:"copied"`
+	Settings [][2]int64       `json:"settings,omitempty"` // source id, target id
+	// Watermark is the xmin of the copy's snapshot (a 64-bit transaction id): every transaction before it had
+	// ended when the snapshot was taken, so a row whose xmin precedes it was in the snapshot (catchUpRows).
+	Watermark     int64            `json:"watermark"`
+	Chunks        int              `json:"chunks"`
+	ChunksChanged int              `json:"chunksChanged,omitempty"`
+	CaughtUp      map[string]int64 `json:"caughtUp,omitempty"`
+	Dropped       map[string]int64 `json:"droppedOnTarget,omitempty"`
+}
+
+// targetCounts reads the target's record of the move.
+func (m *OrgMove) targetCounts(ctx context.Context, id string) (*moveCounts, error) {
+	var mc moveCounts
+	if err := m.Target.Pool.QueryRow(ctx, `SELECT counts FROM org_moves WHERE id = $1 AND role = 'target'`, id).Scan(&mc); err != nil {
+		return nil, fmt.Errorf("read the target's record of move %s: %w", id, err)
+	}
+	return &mc, nil
+}
+
+// copyTables copies every table of the registry from one repeatable-read snapshot of the source into one
+// transaction of the target, which also writes the target's row of the move (at step) and a fence that keeps the
+// target's copy of the org unwritten until the move is verified: the copy is on the target whole, or not at all.
+// Before it commits, the checksums of every chunk of rows are compared on both sides (compareChunks).
+func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport, step string) error {
 	src, err := m.Source.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = src.Rollback(context.WithoutCancel(ctx)) }()
+	mc := moveCounts{Copied: rep.Copied}
+	// The snapshot's first statement: the snapshot is the transaction's from here on.
+	if err := src.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&mc.Watermark); err != nil {
+		return fmt.Errorf("read the snapshot's watermark: %w", err)
+	}
+	if _, err := src.Exec(ctx, `SET LOCAL TIME ZONE 'UTC'`); err != nil {
+		return err
+	}
 	now := m.Target.now()
 	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL TIME ZONE 'UTC'`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO org_moves (id, org_id, role, target_cell, step, started_at, updated_at)
-			VALUES ($1, $2, 'target', $3, 'copied', $4, $4)`, st.id, m.Org, m.TargetCell, now); err != nil {
+			VALUES ($1, $2, 'target', $3, $4, $5, $5)`, st.id, m.Org, m.TargetCell, step, now); err != nil {
 			return fmt.Errorf("record the move on the target: %w", err)
 		}
 		// An org coming back to a cell it once left finds there the fence its departure left (moved), which would
-		// refuse its writes and answer its requests with the cell it left for: the org is this cell's again.
+		// refuse its writes and answer its requests with the cell it left for: the org is this cell's again, once
+		// verified. Until then the target's own fence keeps its copy unwritten and out of the target's runs.
 		if _, err := tx.Exec(ctx, `DELETE FROM org_write_fences WHERE org_id = $1`, m.Org); err != nil {
 			return fmt.Errorf("clear the fence of an earlier move on the target: %w", err)
 		}
-		remap, err := settingMap(ctx, src, tx, m.Org)
+		if _, err := tx.Exec(ctx, `INSERT INTO org_write_fences (org_id, move_id, state, since) VALUES ($1, $2, 'fenced', $3)`,
+			m.Org, st.id, now); err != nil {
+			return fmt.Errorf("fence the copy on the target: %w", err)
+		}
+		ids, err := settingMap(ctx, src, tx, m.Org, nil)
 		if err != nil {
 			return err
 		}
+		remap := remapSQL(ids)
 		for _, ot := range orgTables {
 			if ot.audit && ot.name != "audit_events" {
 				continue // audit_chains and audit_purges: copyChain
 			}
-			n, err := copyTable(ctx, src, tx, ot, m.Org, remap)
+			n, err := copyTable(ctx, src, tx, ot, m.Org, remap, "")
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", ot.name, err)
 			}
@@ -69,38 +151,84 @@ func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport
 		if err := copyChain(ctx, src, tx, m.Org, rep); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE org_moves SET counts = jsonb_build_object('copied', $2::jsonb) WHERE id = $1 AND role = 'target'`,
-			st.id, marshalCounts(rep.Copied))
-		return err
+		if mc.Chunks, rep.Datasets, err = compareChunks(ctx, src, tx, m.Org, remap, ""); err != nil {
+			return err
+		}
+		rep.Chunks = mc.Chunks
+		mc.Settings = settingPairs(ids)
+		return saveCounts(ctx, tx, st.id, &mc)
 	})
 }
 
-// settingMap gives each of the org's TTL settings an id of the target's sequence, as a VALUES list (old, new).
-func settingMap(ctx context.Context, src, tx pgx.Tx, org string) (string, error) {
+// saveCounts writes the target's record of the move.
+func saveCounts(ctx context.Context, tx pgx.Tx, id string, mc *moveCounts) error {
+	b, err := json.Marshal(mc)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE org_moves SET counts = $2::jsonb WHERE id = $1 AND role = 'target'`, id, b)
+	return err
+}
+
+// settingMap gives each of the org's TTL settings on the source an id of the target's sequence: the ids known
+// already (a copy's, for its catch-up) stay, the others are drawn now.
+func settingMap(ctx context.Context, src, tx pgx.Tx, org string, known map[int64]int64) (map[int64]int64, error) {
 	rows, err := src.Query(ctx, `SELECT t.id FROM ttl_settings t WHERE `+scopeFor(byDataset, org)+` ORDER BY t.id`)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return "", fmt.Errorf("read the TTL settings: %w", err)
+		return nil, fmt.Errorf("read the TTL settings: %w", err)
 	}
+	out := maps.Clone(known)
+	if out == nil {
+		out = map[int64]int64{}
+	}
+	old = slices.DeleteFunc(old, func(id int64) bool { _, ok := out[id]; return ok })
 	if len(old) == 0 {
-		return `SELECT NULL::bigint, NULL::bigint WHERE false`, nil
+		return out, nil
 	}
 	rows, err = tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('ttl_settings', 'id')) FROM generate_series(1, $1)`, len(old))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	fresh, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return "", fmt.Errorf("number the TTL settings on the target: %w", err)
+		return nil, fmt.Errorf("number the TTL settings on the target: %w", err)
 	}
-	pairs := make([]string, len(old))
 	for i := range old {
-		pairs[i] = "(" + strconv.FormatInt(old[i], 10) + "::bigint, " + strconv.FormatInt(fresh[i], 10) + "::bigint)"
+		out[old[i]] = fresh[i]
 	}
-	return "VALUES " + strings.Join(pairs, ", "), nil
+	return out, nil
+}
+
+// remapSQL is a setting map as a VALUES list (old, new).
+func remapSQL(ids map[int64]int64) string {
+	if len(ids) == 0 {
+		return `SELECT NULL::bigint, NULL::bigint WHERE false`
+	}
+	pairs := make([]string, 0, len(ids))
+	for _, o := range slices.Sorted(maps.Keys(ids)) {
+		pairs = append(pairs, "("+strconv.FormatInt(o, 10)+"::bigint, "+strconv.FormatInt(ids[o], 10)+"::bigint)")
+	}
+	return "VALUES " + strings.Join(pairs, ", ")
+}
+
+func settingPairs(ids map[int64]int64) [][2]int64 {
+	out := make([][2]int64, 0, len(ids))
+	for _, o := range slices.Sorted(maps.Keys(ids)) {
+		out = append(out, [2]int64{o, ids[o]})
+	}
+	return out
+}
+
+func settingMapOf(pairs [][2]int64) map[int64]int64 {
+	out := make(map[int64]int64, len(pairs))
+	for _, p := range pairs {
+		out[p[0]] = p[1]
+	}
+	return out
 }
 
 // tableColumns lists a table's columns in their order.
@@ -130,8 +258,9 @@ func copyColumns(ctx context.Context, src, tx pgx.Tx, ot orgTable) ([]string, er
 	return slices.DeleteFunc(from, func(c string) bool { return slices.Contains(ot.omit, c) }), nil
 }
 
-// copyTable streams the org's rows of one table from the source's snapshot into the target, in COPY's binary form.
-func copyTable(ctx context.Context, src, tx pgx.Tx, ot orgTable, org, remap string) (int64, error) {
+// copyTable streams the org's rows of one table (those also meeting extra, a condition over t, when not empty)
+// from the source's snapshot into the target, in COPY's binary form.
+func copyTable(ctx context.Context, src, tx pgx.Tx, ot orgTable, org, remap, extra string) (int64, error) {
 	cols, err := copyColumns(ctx, src, tx, ot)
 	if err != nil {
 		return 0, err
@@ -147,7 +276,11 @@ func copyTable(ctx context.Context, src, tx pgx.Tx, ot orgTable, org, remap stri
 	if ot.remap != "" {
 		from += " JOIN (" + remap + ") AS m (o, n) ON m.o = t." + pgx.Identifier{ot.remap}.Sanitize()
 	}
-	out := `COPY (SELECT ` + strings.Join(sel, ", ") + ` FROM ` + from + ` WHERE ` + ot.where(org) + `) TO STDOUT (FORMAT binary)`
+	where := ot.where(org)
+	if extra != "" {
+		where = "(" + where + ") AND " + extra
+	}
+	out := `COPY (SELECT ` + strings.Join(sel, ", ") + ` FROM ` + from + ` WHERE ` + where + `) TO STDOUT (FORMAT binary)`
 	dest := pgx.Identifier{ot.name}.Sanitize()
 	if ot.shared {
 		dest = pgx.Identifier{"move_stage_" + ot.name}.Sanitize()
@@ -258,23 +391,24 @@ func (m *OrgMove) createPartitions(ctx context.Context) error {
 	return nil
 }
 
-// verify holds the copy to the source: the same count in every table, the same checksum of each dataset's rows in
-// both stores, and an audit chain that verifies on the target with the source's head. It then records the step
-// and its audit event on the target, in one transaction.
-func (m *OrgMove) verify(ctx context.Context, st *moveState, rep *MoveReport) error {
+// verify holds the copy to the source as fenced: the same count in every table of the registry, and an audit chain
+// that verifies on the target with the source's head (the rows' checksums were compared chunk by chunk by the copy
+// and the catch-up, compareChunks). It then lifts the target's fence, records the step and its audit event on the
+// target, in one transaction.
+func (m *OrgMove) verify(ctx context.Context, st *moveState) error {
 	step, err := m.targetStep(ctx, st.id)
 	if err != nil {
 		return err
 	}
 	if step == stepCopied {
-		if err := m.verifyCopy(ctx, st, rep); err != nil {
+		if err := m.verifyCopy(ctx, st); err != nil {
 			return err
 		}
 	}
 	return m.setStep(ctx, m.Source, st.id, "source", stepVerified)
 }
 
-func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport) error {
+func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState) error {
 	counts := map[string]int64{}
 	var diffs []string
 	for _, ot := range orgTables {
@@ -290,22 +424,6 @@ func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport
 		}
 		counts[ot.name] = nt
 	}
-	for _, table := range []string{"lake_rows", "profile_rows"} {
-		s, err := rowChecksums(ctx, m.Source, table, m.Org)
-		if err != nil {
-			return err
-		}
-		t, err := rowChecksums(ctx, m.Target, table, m.Org)
-		if err != nil {
-			return err
-		}
-		for _, ds := range slices.Sorted(maps.Keys(s)) {
-			if s[ds] != t[ds] {
-				diffs = append(diffs, fmt.Sprintf("%s of dataset %s: source %s, target %s", table, ds, s[ds], t[ds]))
-			}
-		}
-		rep.Datasets = max(rep.Datasets, len(s))
-	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("the copy differs from the source: %s", strings.Join(diffs, "; "))
 	}
@@ -316,36 +434,25 @@ func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState, rep *MoveReport
 	if !v.Valid {
 		return fmt.Errorf("the audit chain of %s does not verify on the target (first break at %+v)", m.Org, v.FirstBroken)
 	}
+	mc, err := m.targetCounts(ctx, st.id)
+	if err != nil {
+		return err
+	}
+	details := map[string]any{"step": "verified", "rows": counts, "chunksCompared": mc.Chunks,
+		"chunksChanged": mc.ChunksChanged, "caughtUp": mc.CaughtUp, "droppedOnTarget": mc.Dropped, "auditEventsVerified": v.Events}
+	if !st.since.IsZero() {
+		details["writesRefusedSoFarMs"] = m.Source.now().Sub(st.since).Milliseconds() // from the fence to now
+	}
 	now := m.Target.now()
 	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM org_write_fences WHERE org_id = $1`, m.Org); err != nil {
+			return fmt.Errorf("lift the fence of the copy on the target: %w", err)
+		}
 		if err := setStepIn(ctx, tx, st.id, "target", stepVerified, now); err != nil {
 			return err
 		}
-		return writeAuditEvent(ctx, tx, m.event(st.id, now, map[string]any{"step": "verified", "rows": counts,
-			"datasetsChecksummed": rep.Datasets, "auditEventsVerified": v.Events}))
+		return writeAuditEvent(ctx, tx, m.event(st.id, now, details))
 	})
-}
-
-// rowChecksums is, per dataset of org, the count of its rows in a store and an order-free sum of a hash of each
-// row (every column but the setting id, which the target numbers anew, and with the partition it is in).
-func rowChecksums(ctx context.Context, db *DB, table, org string) (map[string]string, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT t.dataset_id, count(*)::text || ':' || coalesce(sum(('x' || left(md5(concat_ws('|',
-		t.row_id, t.ts, t.ingested_at, t.placed_expiry, t.own_expiry, t.own_expiry_source, t.never_expires, t.payload, t.replaced_at,
-		t.tableoid::regclass)), 15))::bit(60)::bigint), 0)::text
-		FROM `+pgx.Identifier{table}.Sanitize()+` t WHERE `+scopeFor(byDataset, org)+` GROUP BY t.dataset_id`)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	var ds, sum string
-	_, err = pgx.ForEachRow(rows, []any{&ds, &sum}, func() error {
-		out[ds] = sum
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	return out, nil
 }
 
 // removeSource removes every row of the org from the source in one transaction, with its audit chain
@@ -372,7 +479,7 @@ func (m *OrgMove) removeSource(ctx context.Context, st *moveState, rep *MoveRepo
 		if _, err := tx.Exec(ctx, `UPDATE org_write_fences SET state = 'moved', since = $2 WHERE org_id = $1`, m.Org, now); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE org_moves SET counts = jsonb_build_object('removed', $2::jsonb) WHERE id = $1 AND role = 'source'`,
+		if _, err := tx.Exec(ctx, `UPDATE org_moves SET counts = counts || jsonb_build_object('removed', $2::jsonb) WHERE id = $1 AND role = 'source'`,
 			st.id, marshalCounts(rep.Removed)); err != nil {
 			return err
 		}

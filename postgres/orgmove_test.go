@@ -272,7 +272,13 @@ func (m *moveBundle) requireMoved(t *testing.T, before []string, counts map[stri
 	ds, err := postgres.NewDatasetService(m.dst.db).FindDatasetByID(ctx, m.dst.caller, m.live)
 	require.NoError(t, err, "the dataset reads on the target")
 	require.Equal(t, "events", ds.Name)
+	m.requireNextRunExact(t)
+}
 
+// requireNextRunExact runs the target two months on: the run deletes exactly the rows the rule expires of the live
+// dataset, and nothing of the held one.
+func (m *moveBundle) requireNextRunExact(t *testing.T) {
+	t.Helper()
 	m.dst.now = m.src.now.AddDate(0, 2, 0)
 	rows, history := m.dst.allRows(t), m.dst.history(t)
 	wantDeleted := map[string]int64{}
@@ -325,7 +331,7 @@ func TestMoveCopiesAnOrgWhileAClientWrites(t *testing.T) {
 	close(stop)
 	<-done
 	require.NoError(t, err)
-	require.Equal(t, []string{"fenced", "copied", "verified", "switched", "done", "completed"}, rep.Steps)
+	require.Equal(t, []string{"precopied", "fenced", "copied", "verified", "switched", "done", "completed"}, rep.Steps)
 	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedWrite), "a write while fenced is refused: %v", fencedWrite)
 	require.Equal(t, catalog.EUNAVAILABLE, catalog.ErrorCode(fencedPolicy), "an operator's change of the org's limits too: %v", fencedPolicy)
 	require.NoError(t, fencedRead, "reads go on while fenced")
@@ -334,11 +340,12 @@ func TestMoveCopiesAnOrgWhileAClientWrites(t *testing.T) {
 	m.requireMoved(t, before, counts, w)
 }
 
-// TestMoveKilledAtEachStepResumes cuts a move after each of three steps, as a kill of the tool would (every step
-// commits before the next begins), and runs it again: it ends moved, with nothing lost or twice.
+// TestMoveKilledAtEachStepResumes cuts a move after each of four steps, as a kill of the tool would (every step
+// commits before the next begins), and runs it again: it ends moved, with nothing lost or twice. Cut after the copy
+// made before the fence, the org's writes pass, and the one acknowledged then is caught up.
 func TestMoveKilledAtEachStepResumes(t *testing.T) {
 	t.Parallel()
-	for _, cut := range []string{"fenced", "copied", "switched"} {
+	for _, cut := range []string{"precopied", "fenced", "copied", "switched"} {
 		t.Run(cases[cut], func(t *testing.T) {
 			t.Parallel()
 			m := setupMove(t, 60)
@@ -357,8 +364,12 @@ func TestMoveKilledAtEachStepResumes(t *testing.T) {
 			require.ErrorIs(t, err, killed)
 			w := &writer{}
 			w.write(m.src, m.live, 1)
-			require.Empty(t, w.acked, "the org's writes stay refused while the move is cut")
-			require.Equal(t, 1, w.refused)
+			if cut == "precopied" {
+				require.Len(t, w.acked, 1, "before the fence, the org's writes pass")
+			} else {
+				require.Empty(t, w.acked, "the org's writes stay refused while the move is cut")
+				require.Equal(t, 1, w.refused)
+			}
 			move.AfterStep = nil
 			rep, err := move.Run(ctx)
 			require.NoError(t, err)
@@ -368,7 +379,8 @@ func TestMoveKilledAtEachStepResumes(t *testing.T) {
 	}
 }
 
-var cases = map[string]string{"fenced": "AfterTheFence", "copied": "AfterTheCopy", "switched": "AfterTheSwitch"}
+var cases = map[string]string{"precopied": "BeforeTheFence", "fenced": "AfterTheFence", "copied": "AfterTheCatchUp",
+	"switched": "AfterTheSwitch"}
 
 // TestMoveRefusesATargetHoldingTheOrg: a move goes only into a cell holding nothing of the org.
 func TestMoveRefusesATargetHoldingTheOrg(t *testing.T) {
@@ -467,4 +479,104 @@ func TestMoveOfTwentyThousandRows(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rep.Copied["lake_rows"], counts["lake_rows"])
 	m.requireMoved(t, before, counts, w)
+}
+
+// orgQuery runs a query of one text column over the org's data and returns its lines, sorted.
+func orgQuery(t *testing.T, db *postgres.DB, org, sql string) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), sql, org)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	sort.Strings(out)
+	return out
+}
+
+// Each row of the org with the TTL setting it was stored under (ids differ between cells; what they name may not),
+// the org's TTL settings, its row partitions, and its audit events as the chain links them.
+const (
+	rowSettingsSQL = `SELECT r.row_id || ' ' || coalesce(s.ttl::text, 'none') || ' ' || s.effective_from::text || ' ' || r.tableoid::regclass::text
+		FROM lake_rows r JOIN ttl_settings s ON s.id = r.setting_id WHERE r.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`
+	settingsSQL = `SELECT s.dataset_id || ' ' || s.store || ' ' || coalesce(s.ttl::text, 'none') || ' ' || s.effective_from::text || ' ' ||
+		coalesce(s.effective_until::text, 'current') FROM ttl_settings s WHERE s.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`
+	partitionsSQL = `SELECT DISTINCT r.tableoid::regclass::text FROM lake_rows r WHERE r.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`
+	eventsSQL     = `SELECT lpad(e.seq::text, 8, '0') || ' ' || coalesce(e.hash, 'unchained') FROM audit_events e WHERE e.org_id = $1`
+)
+
+// TestMoveCatchesUpWhatChangedBeforeTheFence changes the org between the copy made before the fence and the fence:
+// a row sent again with its _id and timestamp (its chunk keeps its count, only its content changes), a row deleted,
+// a TTL changed, rows stored under the new TTL (one into a partition the copy did not have), and a new dataset with
+// rows. The target ends equal to the source as it was at the fence: rows, the setting each is stored under,
+// settings, counts of every table and the audit chain; the catch-up copied again only the chunks that changed; the
+// move's audit events say what it caught up and how long writes were refused; and the next run on the target
+// deletes exactly what the rule expires.
+func TestMoveCatchesUpWhatChangedBeforeTheFence(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 300)
+	ctx := context.Background()
+	org := m.src.caller.Org
+	var r7 time.Time
+	require.NoError(t, m.src.db.Pool.QueryRow(ctx, `SELECT ts FROM lake_rows WHERE dataset_id = $1 AND row_id = 'r7'`, m.live).Scan(&r7))
+	var partitionsCopied, content, rowSettings, settings, events []string
+	var counts map[string]int64
+	move := &postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router,
+		AfterStep: func(step string) error {
+			switch step {
+			case "precopied":
+				partitionsCopied = orgQuery(t, m.dst.db, org, partitionsSQL)
+				m.src.resend(t, m.live, "r7", r7, "sent again after the copy")
+				require.NoError(t, m.src.rows.DeleteRow(ctx, m.src.caller, m.live, "r9"))
+				m.src.setTTL(t, m.live, "P2M")
+				m.src.ingestLines(t, m.live, `{"timestamp":"2024-10-30T12:00:00Z","_id":"late-1","v":"after the copy"}`,
+					`{"timestamp":"2024-10-30T13:00:00Z","_id":"late-far","_ttl":"P3Y"}`)
+				fresh := m.src.newDataset(t, "created after the copy")
+				m.src.ingestLines(t, fresh, `{"timestamp":"2024-10-30T12:00:00Z","_id":"new-1"}`, `{"timestamp":"2024-10-29T12:00:00Z","_id":"new-2"}`)
+			case "fenced":
+				content, counts = orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+				rowSettings, settings = orgQuery(t, m.src.db, org, rowSettingsSQL), orgQuery(t, m.src.db, org, settingsSQL)
+				events = orgQuery(t, m.src.db, org, eventsSQL)
+			}
+			return nil
+		}}
+	rep, err := move.Run(ctx)
+	require.NoError(t, err)
+	far := orgQuery(t, m.dst.db, org, `SELECT r.tableoid::regclass::text FROM lake_rows r
+		WHERE r.row_id = 'late-far' AND r.dataset_id IN (SELECT id FROM datasets WHERE org_id = $1)`)
+	require.Len(t, far, 1)
+	require.NotContains(t, partitionsCopied, far[0], "a row went into a partition the copy lacked")
+	require.True(t, slices.ContainsFunc(content, func(line string) bool {
+		return strings.HasPrefix(line, "lake "+m.live+" r7 ") && strings.Contains(line, "sent again after the copy")
+	}), "the row sent again is in the source at the fence")
+
+	require.Equal(t, content, orgContent(t, m.dst.db, org), "the target holds the rows the source held at the fence")
+	require.Equal(t, rowSettings, orgQuery(t, m.dst.db, org, rowSettingsSQL), "each row under the setting it was stored under")
+	require.Equal(t, settings, orgQuery(t, m.dst.db, org, settingsSQL), "the TTL settings as at the fence")
+	after := orgRowCounts(t, m.dst.db, org)
+	for table, n := range counts {
+		if table != "audit_events" {
+			require.Equal(t, n, after[table], "%s as at the fence", table)
+		}
+	}
+	moved := orgQuery(t, m.dst.db, org, eventsSQL)
+	require.Len(t, moved, len(events)+2, "the chain as at the fence, then the verified and completed events")
+	require.Equal(t, events, moved[:len(events)])
+
+	require.Positive(t, rep.ChunksChanged)
+	require.Less(t, rep.ChunksChanged, rep.Chunks, "the catch-up copied again only the chunks that changed")
+	require.Positive(t, rep.CaughtUp["lake_rows"])
+	require.Less(t, rep.CaughtUp["lake_rows"], counts["lake_rows"])
+	require.Positive(t, rep.CaughtUp["audit_events"], "the events written since the copy")
+
+	var verified, completed map[string]any
+	require.NoError(t, m.dst.db.Pool.QueryRow(ctx, `SELECT
+		(SELECT details FROM audit_events WHERE org_id = $1 AND action = 'Move' AND details->>'step' = 'verified'),
+		(SELECT details FROM audit_events WHERE org_id = $1 AND action = 'Move' AND details->>'step' = 'completed')`, org).Scan(&verified, &completed))
+	require.EqualValues(t, rep.ChunksChanged, verified["chunksChanged"])
+	require.EqualValues(t, rep.CaughtUp["lake_rows"], verified["caughtUp"].(map[string]any)["lake_rows"])
+	require.Contains(t, verified, "writesRefusedSoFarMs")
+	require.EqualValues(t, rep.Fenced.Milliseconds(), completed["writesRefusedMs"], "the completed event says how long writes were refused")
+	var precopied int
+	require.NoError(t, m.dst.db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_events WHERE org_id = $1 AND action = 'Move' AND details->>'step' = 'precopied'`, org).Scan(&precopied))
+	require.Equal(t, 1, precopied, "the source's event of the copy came along")
+	m.requireNextRunExact(t)
 }

@@ -22,6 +22,9 @@ type orgTable struct {
 	// audit marks the tables that enter and leave a cell only through audit_move_in and audit_move_out
 	// (migration 0018), since the service's role may not write them.
 	audit bool
+	// chunked marks the stores' row tables, which a catch-up brings up to date by chunk (catchUpRows) rather than
+	// copying them again whole, as it does the others.
+	chunked bool
 }
 
 const (
@@ -48,8 +51,8 @@ var orgTables = []orgTable{
 	{name: "retention_deletions", scope: byDataset, omit: []string{"id"}},
 	{name: "row_stats", scope: byDataset, remap: "setting_id"},
 	{name: "row_id_filters", scope: byDataset},
-	{name: "lake_rows", scope: byDataset, remap: "setting_id"},
-	{name: "profile_rows", scope: byDataset, remap: "setting_id"},
+	{name: "lake_rows", scope: byDataset, remap: "setting_id", chunked: true},
+	{name: "profile_rows", scope: byDataset, remap: "setting_id", chunked: true},
 	{name: "deletion_manifests", scope: byDataset, omit: []string{"id"}},
 	{name: "audit_events", scope: byOrg, audit: true},
 	{name: "audit_chains", scope: byOrg, audit: true},

@@ -17,11 +17,16 @@ import (
 
 const orgUsage = `usage: retentionctl org move -org ORG -to TARGET_DATABASE_URL -to-cell CELL [-from SOURCE_DATABASE_URL]
        [-cells-map PATH] [-cells-socket PATH] [-run-wait DURATION]
+       retentionctl org move -abort -org ORG -to TARGET_DATABASE_URL [-from SOURCE_DATABASE_URL]
 
 Moves every row of ORG from the source cell's database (-from, else DATABASE_URL) to the target cell's (-to), and
 its route in the proxy to CELL (-cells-map and -cells-socket, else CELLS_MAP and CELLS_SOCKET: the map file and
-admin socket of deploy/cells/haproxy.cfg). Writes of the org answer 503 with Retry-After from the fence to the end;
-reads go on. Run it again after any failure or kill: it resumes where it stopped.`
+admin socket of deploy/cells/haproxy.cfg). The org is copied while its writes still pass; its writes then answer
+503 with Retry-After from the fence until the route switches, while what changed since the copy is caught up and
+verified; reads go on. Run it again after any failure or kill: it resumes where it stopped.
+
+With -abort, it ends the org's move before the route switches: the target's copy is removed, the fence lifted and
+the abort recorded in the org's audit log; the source has held the org throughout.`
 
 // runOrg is `retentionctl org move`.
 func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Writer) error {
@@ -38,8 +43,12 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	mapFile := fs.String("cells-map", env("CELLS_MAP"), "the proxy's org -> cell map file")
 	socket := fs.String("cells-socket", env("CELLS_SOCKET"), "the proxy's admin socket")
 	runWait := fs.Duration("run-wait", 30*time.Minute, "how long to wait for the runs in flight over the org")
+	abort := fs.Bool("abort", false, "end the org's move before its switch: remove the target's copy, lift the fence")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
+	}
+	if *abort {
+		return abortMove(ctx, *org, *from, *to, env, out, errOut)
 	}
 	switch {
 	case *org == "":
@@ -72,6 +81,28 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	return nil
 }
 
+// abortMove is `retentionctl org move -abort`.
+func abortMove(ctx context.Context, org, from, to string, env getenv, out, errOut io.Writer) error {
+	if org == "" || to == "" {
+		return errors.New("-org and -to are required")
+	}
+	source, target, err := openCells(ctx, from, to, env, errOut)
+	if err != nil {
+		return err
+	}
+	defer source.Close()
+	defer target.Close()
+	rep, err := (&postgres.OrgMove{Org: org, Source: source, Target: target}).Abort(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "aborted move %s of org %s: its writes pass again on the source cell, which holds it whole\n", rep.ID, org)
+	for _, table := range slices.Sorted(maps.Keys(rep.Removed)) {
+		fmt.Fprintf(out, "  %-28s %d rows removed from the target\n", table, rep.Removed[table])
+	}
+	return nil
+}
+
 func openCells(ctx context.Context, from, to string, env getenv, errOut io.Writer) (source, target *postgres.DB, err error) {
 	if from == "" {
 		if from, err = databaseURL(env, errOut); err != nil {
@@ -96,5 +127,9 @@ func printMove(out io.Writer, org, cell string, rep *postgres.MoveReport, took t
 	fmt.Fprintln(out)
 	for _, table := range slices.Sorted(maps.Keys(rep.Copied)) {
 		fmt.Fprintf(out, "  %-28s %d rows copied\n", table, rep.Copied[table])
+	}
+	if rep.Chunks > 0 || rep.ChunksChanged > 0 {
+		fmt.Fprintf(out, "caught up while fenced: %d of %d chunks of rows changed since the copy; %d lake rows, %d profile rows and %d audit events written again\n",
+			rep.ChunksChanged, rep.Chunks, rep.CaughtUp["lake_rows"], rep.CaughtUp["profile_rows"], rep.CaughtUp["audit_events"])
 	}
 }

@@ -77,18 +77,23 @@ func (cc *cellCluster) restart(t *testing.T, db *postgres.DB) {
 	db.Pool.Reset()
 }
 
-// requireFenced holds the state a move cut after its fence leaves on the source: the org's writes refused.
-func (c *moveCells) requireFenced(t *testing.T) {
+// requireDraining holds the state a move cut in its copy, made before the fence, leaves on the source: the fence
+// draining (no run lists the org) and the org's writes passing.
+func (c *moveCells) requireDraining(t *testing.T) {
 	t.Helper()
+	ctx := context.Background()
 	var state *string
-	require.NoError(t, c.src.Pool.QueryRow(context.Background(), `SELECT org_write_fence($1)`, moveOrg).Scan(&state))
-	require.NotNil(t, state, "the org's writes stay refused while the move is cut")
-	require.Equal(t, "fenced", *state)
+	require.NoError(t, c.src.Pool.QueryRow(ctx, `SELECT org_write_fence($1)`, moveOrg).Scan(&state))
+	require.Nil(t, state, "the org's writes pass while a move cut before its fence waits to be run again")
+	var fence string
+	require.NoError(t, c.src.Pool.QueryRow(ctx, `SELECT state FROM org_write_fences WHERE org_id = $1`, moveOrg).Scan(&fence))
+	require.Equal(t, "draining", fence)
 }
 
 // TestOrgMoveSurvivesAPostgresRestart restarts the source's or the target's PostgreSQL while `retentionctl org
-// move` is in the middle of a step, each held there by a lock the test takes: the tool fails, the org stays fenced
-// and whole on the source, and the tool run again finishes the move with the org's rows as they were.
+// move` is in the middle of a step, each held there by a lock the test takes: the tool fails, the org stays whole
+// on the source (its writes passing when the copy, made before the fence, was cut), and the tool run again finishes
+// the move with the org's rows as they were.
 func TestOrgMoveSurvivesAPostgresRestart(t *testing.T) {
 	t.Parallel()
 	bin := buildCtl(t)
@@ -129,7 +134,7 @@ func TestOrgMoveSurvivesAPostgresRestart(t *testing.T) {
 			_ = tx.Rollback(ctx) // cut by the restart, or released now
 			require.Error(t, cmd.Wait(), "the move fails when its database restarts under it: %s", out)
 			if !tc.lockSource {
-				c.requireFenced(t)
+				c.requireDraining(t)
 				require.Zero(t, c.count(t, c.dst, `SELECT count(*) FROM datasets WHERE org_id = $1`), "a cut copy leaves nothing on the target")
 			}
 			c.waitMoveLockFree(t)

@@ -264,6 +264,8 @@ func TestOrgMoveNeedsARoute(t *testing.T) {
 	require.ErrorContains(t, err, "-cells-map and -cells-socket")
 	_, err = ctl(t, map[string]string{}, "org", "copy")
 	require.ErrorIs(t, err, errUsage)
+	_, err = ctl(t, map[string]string{}, "org", "move", "-abort", "-org", moveOrg)
+	require.ErrorContains(t, err, "-org and -to are required", "an abort names the target whose copy it removes")
 }
 
 // TestOrgMovedBackToACellItLeft: an org moved from a to b and back to a is whole on a, with its writes open there:
