@@ -15,8 +15,8 @@ import (
 // the move's row and fence there), then, in one transaction of the source, lifts the org's fence, closes the move
 // and writes its aborted event in the org's chain. The source has held the whole org throughout, so nothing is
 // lost; writes refused while fenced were answered 503 and are sent again. Run it again after a failure or kill: the
-// target's part is one transaction, done or not, and the source's too. A move that switched is not aborted: the
-// route points at the target, and running the move again finishes it. Only Org, Source and Target are used.
+// target's part is one transaction, done or not, and the source's too. A move that is verified or switched is not
+// aborted: the route points, or may point, at the target, and running the move again finishes it. Only Org, Source and Target are used.
 func (m *OrgMove) Abort(ctx context.Context) (*MoveReport, error) {
 	if m.Org == "" || m.Source == nil || m.Target == nil {
 		return nil, &catalog.Error{Code: catalog.EINVALID, Field: "org", Message: "an abort needs the org and the source's and the target's databases"}
@@ -82,6 +82,13 @@ func (m *OrgMove) dropTargetCopy(ctx context.Context, id string, rep *MoveReport
 	step, err := m.targetStep(ctx, id)
 	if err != nil || step == "" {
 		return err
+	}
+	if step == stepVerified {
+		// The move switches the route right after this step and records the switch only on the source, after: a
+		// move killed between the two leaves the route at the target, which takes the org's writes since its fence
+		// is lifted. Removing its copy then would lose them.
+		return &catalog.Error{Code: catalog.ECONFLICT, Field: "org",
+			Message: fmt.Sprintf("move %s of org %s is verified and may have switched the route to the target: run the move again to finish it", id, m.Org)}
 	}
 	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
 		for i := len(orgTables) - 1; i >= 0; i-- {

@@ -13,7 +13,7 @@ import (
 
 // TestMoveAborted aborts a move cut after its catch-up (writes refused, the target holding the org): the target
 // keeps nothing of the org, the source holds it as it was with its writes passing and its chain verifying with the
-// abort's event, and a move after it runs to the end. A move cut after its switch is not aborted.
+// abort's event, and a move after it runs to the end. A move cut after its verification or its switch is not aborted.
 func TestMoveAborted(t *testing.T) {
 	t.Parallel()
 	cutAt := func(m *moveBundle, step string) *postgres.OrgMove {
@@ -74,6 +74,23 @@ func TestMoveAborted(t *testing.T) {
 		_, err = move.Run(ctx)
 		require.NoError(t, err, "a move after the abort runs to the end")
 		m.requireMoved(t, before, counts, w)
+	})
+
+	// Cut after its verification, a move may have switched the route already (the switch is recorded after it):
+	// the target may take writes, so its copy stays.
+	t.Run("AfterTheVerification", func(t *testing.T) {
+		t.Parallel()
+		m := setupMove(t, 10)
+		ctx := context.Background()
+		org := m.src.caller.Org
+		before, counts := orgContent(t, m.src.db, org), orgRowCounts(t, m.src.db, org)
+		move := cutAt(m, "verified")
+		_, err := (&postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db}).Abort(ctx)
+		require.Equal(t, catalog.ECONFLICT, catalog.ErrorCode(err), "the route may point at the target: %v", err)
+		require.Equal(t, counts["lake_rows"], orgRowCounts(t, m.dst.db, org)["lake_rows"], "the target keeps its copy")
+		_, err = move.Run(ctx)
+		require.NoError(t, err, "the move run again finishes")
+		m.requireMoved(t, before, counts, &writer{})
 	})
 
 	t.Run("AfterTheSwitch", func(t *testing.T) {

@@ -25,7 +25,7 @@ admin socket of deploy/cells/haproxy.cfg). The org is copied while its writes st
 503 with Retry-After from the fence until the route switches, while what changed since the copy is caught up and
 verified; reads go on. Run it again after any failure or kill: it resumes where it stopped.
 
-With -abort, it ends the org's move before the route switches: the target's copy is removed, the fence lifted and
+With -abort, it ends the org's move before it is verified: the target's copy is removed, the fence lifted and
 the abort recorded in the org's audit log; the source has held the org throughout.`
 
 // runOrg is `retentionctl org move`.
@@ -43,7 +43,7 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	mapFile := fs.String("cells-map", env("CELLS_MAP"), "the proxy's org -> cell map file")
 	socket := fs.String("cells-socket", env("CELLS_SOCKET"), "the proxy's admin socket")
 	runWait := fs.Duration("run-wait", 30*time.Minute, "how long to wait for the runs in flight over the org")
-	abort := fs.Bool("abort", false, "end the org's move before its switch: remove the target's copy, lift the fence")
+	abort := fs.Bool("abort", false, "end the org's move before its verification: remove the target's copy, lift the fence")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
 	}
