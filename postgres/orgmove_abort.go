@@ -91,16 +91,8 @@ func (m *OrgMove) dropTargetCopy(ctx context.Context, id string, rep *MoveReport
 			Message: fmt.Sprintf("move %s of org %s is verified and may have switched the route to the target: run the move again to finish it", id, m.Org)}
 	}
 	return m.Target.inTx(ctx, func(tx pgx.Tx) error {
-		for i := len(orgTables) - 1; i >= 0; i-- {
-			ot := orgTables[i]
-			if ot.audit {
-				continue
-			}
-			tag, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{ot.name}.Sanitize()+` t WHERE `+ot.removeWhere(m.Org))
-			if err != nil {
-				return fmt.Errorf("remove %s from the target: %w", ot.name, err)
-			}
-			rep.Removed[ot.name] = tag.RowsAffected()
+		if err := removeOrgTables(ctx, tx, m.Org, rep.Removed); err != nil {
+			return fmt.Errorf("the target: %w", err)
 		}
 		var events int64
 		if err := tx.QueryRow(ctx, `SELECT audit_move_abort($1, $2)`, m.Org, id).Scan(&events); err != nil {

@@ -455,21 +455,30 @@ func (m *OrgMove) verifyCopy(ctx context.Context, st *moveState) error {
 	})
 }
 
+// removeOrgTables deletes the org's rows from every table of the registry but the audit log, children first (of a
+// shared table only the org's own rows), and counts them by table into removed.
+func removeOrgTables(ctx context.Context, tx pgx.Tx, org string, removed map[string]int64) error {
+	for i := len(orgTables) - 1; i >= 0; i-- {
+		ot := orgTables[i]
+		if ot.audit {
+			continue
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{ot.name}.Sanitize()+` t WHERE `+ot.removeWhere(org))
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", ot.name, err)
+		}
+		removed[ot.name] = tag.RowsAffected()
+	}
+	return nil
+}
+
 // removeSource removes every row of the org from the source in one transaction, with its audit chain
 // (audit_move_out), leaves the fence there as moved, and records what it removed in the move's row.
 func (m *OrgMove) removeSource(ctx context.Context, st *moveState, rep *MoveReport) error {
 	now := m.Source.now()
 	return m.Source.inTx(ctx, func(tx pgx.Tx) error {
-		for i := len(orgTables) - 1; i >= 0; i-- {
-			ot := orgTables[i]
-			if ot.audit {
-				continue
-			}
-			tag, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{ot.name}.Sanitize()+` t WHERE `+ot.removeWhere(m.Org))
-			if err != nil {
-				return fmt.Errorf("remove %s: %w", ot.name, err)
-			}
-			rep.Removed[ot.name] = tag.RowsAffected()
+		if err := removeOrgTables(ctx, tx, m.Org, rep.Removed); err != nil {
+			return err
 		}
 		var events int64
 		if err := tx.QueryRow(ctx, `SELECT audit_move_out($1)`, m.Org).Scan(&events); err != nil {
