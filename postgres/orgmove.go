@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,16 @@ import (
 // a kill calls it again.
 type OrgRouter interface {
 	Place(ctx context.Context, org, cell string) error
+}
+
+// RouteDrainer is an OrgRouter that can tell when the requests it forwarded before a switch have ended
+// (internal/cells.Router is one). A move waits for them after the switch and before it removes the org from the
+// source: a read routed to the source just before the switch, and served just after the removal, would find the org
+// gone and answer 503 org-moved where it should have answered the org's data.
+type RouteDrainer interface {
+	// Drain waits until every request that was being forwarded to a cell other than keep when it was called has
+	// ended, and returns how many there were; it returns ctx's error if they have not ended by then.
+	Drain(ctx context.Context, keep string) (int, error)
 }
 
 // The steps of a move, as org_moves.step records them: each is committed before the next begins, so a move killed
@@ -48,6 +59,10 @@ type OrgMove struct {
 	// RunPoll is how often the move looks again at the runs in flight over the org; default 1 s. RunWait bounds the
 	// wait; default 30 min.
 	RunPoll, RunWait time.Duration
+	// DrainWait bounds the wait, after the switch, for the requests the Router had forwarded to the source (when it
+	// is a RouteDrainer); default 30 s, the service's HTTP_WRITE_TIMEOUT, the longest an answer may take to be
+	// accepted. Past it the move goes on: a read of the org still in flight there answers 503 org-moved.
+	DrainWait time.Duration
 	// AfterStep, when set, is called after each committed step; an error stops the move there, as a kill would.
 	AfterStep func(step string) error
 	// Logf, when set, is told of each step.
@@ -154,9 +169,29 @@ func (m *OrgMove) advance(ctx context.Context, st *moveState, rep *MoveReport) (
 		}
 		return stepSwitched, m.recordSwitch(ctx, st, rep.Fenced)
 	case stepSwitched:
+		m.drain(ctx, st.id)
 		return stepDone, m.removeSource(ctx, st, rep)
 	}
 	return "", fmt.Errorf("unknown step %q", st.step)
+}
+
+// drain waits, when the Router can tell, until the requests it was forwarding to other cells at the switch have
+// ended, so that none of them reads the source after the org has left it. Its failure is only logged: no data is at
+// stake, and such a read answers 503 org-moved with Retry-After, which a client retries at the target.
+func (m *OrgMove) drain(ctx context.Context, id string) {
+	d, ok := m.Router.(RouteDrainer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(m.DrainWait, 30*time.Second))
+	defer cancel()
+	start := time.Now()
+	n, err := d.Drain(ctx, m.TargetCell)
+	if err != nil {
+		m.logf("move %s: %d requests in flight to other cells at the switch, not all ended (%v): removing the org from the source all the same", id, n, err)
+		return
+	}
+	m.logf("move %s: %d requests in flight to other cells at the switch, ended in %s", id, n, time.Since(start).Round(time.Millisecond))
 }
 
 func (m *OrgMove) logf(format string, args ...any) {

@@ -630,3 +630,59 @@ func TestMoveCatchesUpWhatChangedBeforeTheFence(t *testing.T) {
 	require.Equal(t, 1, precopied, "the source's event of the copy came along")
 	m.requireNextRunExact(t)
 }
+
+// drainingRouter is a mapRouter that can drain, as HAProxy's Router does; it records what the source held when the
+// move drained it, and fails each drain with err when set.
+type drainingRouter struct {
+	*mapRouter
+	src              *postgres.DB
+	org              string
+	err              error
+	drains           []string
+	routedTo         []string
+	datasetsAtDrains []int
+}
+
+func (r *drainingRouter) Drain(ctx context.Context, keep string) (int, error) {
+	var datasets int
+	if err := r.src.Pool.QueryRow(ctx, `SELECT count(*) FROM datasets WHERE org_id = $1`, r.org).Scan(&datasets); err != nil {
+		return 0, err
+	}
+	r.drains, r.routedTo = append(r.drains, keep), append(r.routedTo, r.cellOf(r.org))
+	r.datasetsAtDrains = append(r.datasetsAtDrains, datasets)
+	return 1, r.err
+}
+
+// TestMoveDrainsTheSourceBeforeRemovingTheOrg: after the switch, and before the org leaves the source, the move
+// waits for the requests the router forwarded to other cells, so that a read routed to the source just before the
+// switch still finds the org there; a drain that fails delays nothing it guards and stops no move.
+func TestMoveDrainsTheSourceBeforeRemovingTheOrg(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"Drained", nil}, {"NotDrainedInTime", context.DeadlineExceeded}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := setupMove(t, 10)
+			ctx := context.Background()
+			org := m.src.caller.Org
+			r := &drainingRouter{mapRouter: m.router, src: m.src.db, org: org, err: tc.err}
+			var logged []string
+			_, err := (&postgres.OrgMove{Org: org, Source: m.src.db, Target: m.dst.db, TargetCell: "cell-b", Router: r,
+				Logf: func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }}).Run(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"cell-b"}, r.drains, "one drain, keeping the target's requests")
+			require.Equal(t, []string{"cell-b"}, r.routedTo, "drained after the switch")
+			require.Equal(t, []int{2}, r.datasetsAtDrains, "drained before the org left the source")
+			var left int
+			require.NoError(t, m.src.db.Pool.QueryRow(ctx, `SELECT count(*) FROM datasets WHERE org_id = $1`, org).Scan(&left))
+			require.Zero(t, left, "the org left the source after the drain")
+			want := "1 requests in flight to other cells at the switch, ended"
+			if tc.err != nil {
+				want = "not all ended (context deadline exceeded): removing the org from the source all the same"
+			}
+			require.True(t, slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, want) }), "%q", logged)
+		})
+	}
+}

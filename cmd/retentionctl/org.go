@@ -16,14 +16,15 @@ import (
 )
 
 const orgUsage = `usage: retentionctl org move -org ORG -to TARGET_DATABASE_URL -to-cell CELL [-from SOURCE_DATABASE_URL]
-       [-cells-map PATH] [-cells-socket PATH] [-run-wait DURATION]
+       [-cells-map PATH] [-cells-socket PATH] [-run-wait DURATION] [-drain-wait DURATION]
        retentionctl org move -abort -org ORG -to TARGET_DATABASE_URL [-from SOURCE_DATABASE_URL]
 
 Moves every row of ORG from the source cell's database (-from, else DATABASE_URL) to the target cell's (-to), and
 its route in the proxy to CELL (-cells-map and -cells-socket, else CELLS_MAP and CELLS_SOCKET: the map file and
 admin socket of deploy/cells/haproxy.cfg). The org is copied while its writes still pass; its writes then answer
 503 with Retry-After from the fence until the route switches, while what changed since the copy is caught up and
-verified; reads go on. Run it again after any failure or kill: it resumes where it stopped.
+verified; reads go on. Before the org leaves the source, the requests the proxy had forwarded there end (at most
+-drain-wait). Run it again after any failure or kill: it resumes where it stopped.
 
 With -abort, it ends the org's move before it is verified: the target's copy is removed, the fence lifted and
 the abort recorded in the org's audit log; the source has held the org throughout.`
@@ -43,6 +44,7 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	mapFile := fs.String("cells-map", env("CELLS_MAP"), "the proxy's org -> cell map file")
 	socket := fs.String("cells-socket", env("CELLS_SOCKET"), "the proxy's admin socket")
 	runWait := fs.Duration("run-wait", 30*time.Minute, "how long to wait for the runs in flight over the org")
+	drainWait := fs.Duration("drain-wait", 30*time.Second, "how long to wait, after the switch, for the requests in flight to the source")
 	abort := fs.Bool("abort", false, "end the org's move before its verification: remove the target's copy, lift the fence")
 	if err := fs.Parse(args[1:]); err != nil {
 		return errUsage
@@ -57,6 +59,8 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 		return errors.New("-to and -to-cell are required")
 	case *mapFile == "" || *socket == "":
 		return errors.New("-cells-map and -cells-socket (or CELLS_MAP and CELLS_SOCKET) are required: the move switches the org's route")
+	case *runWait <= 0 || *drainWait <= 0:
+		return errors.New("-run-wait and -drain-wait must be positive durations")
 	}
 	// The proxy names its map by the absolute path it loaded, and the runtime API takes no other name for it.
 	absMap, err := filepath.Abs(*mapFile)
@@ -70,7 +74,7 @@ func runOrg(ctx context.Context, args []string, env getenv, out, errOut io.Write
 	defer source.Close()
 	defer target.Close()
 	move := &postgres.OrgMove{Org: *org, Source: source, Target: target, TargetCell: *cell,
-		Router: &cells.Router{MapFile: absMap, Socket: *socket}, RunWait: *runWait,
+		Router: &cells.Router{MapFile: absMap, Socket: *socket}, RunWait: *runWait, DrainWait: *drainWait,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, "retentionctl: "+format+"\n", args...) }}
 	started := time.Now()
 	rep, err := move.Run(ctx)

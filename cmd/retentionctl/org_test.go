@@ -262,6 +262,9 @@ func TestOrgMoveNeedsARoute(t *testing.T) {
 	t.Parallel()
 	_, err := ctl(t, map[string]string{}, "org", "move", "-org", moveOrg, "-to", "postgres://x", "-to-cell", "b")
 	require.ErrorContains(t, err, "-cells-map and -cells-socket")
+	_, err = ctl(t, map[string]string{}, "org", "move", "-org", moveOrg, "-to", "postgres://x", "-to-cell", "b",
+		"-cells-map", "m", "-cells-socket", "s", "-drain-wait", "-1s")
+	require.ErrorContains(t, err, "-drain-wait must be positive")
 	_, err = ctl(t, map[string]string{}, "org", "copy")
 	require.ErrorIs(t, err, errUsage)
 	_, err = ctl(t, map[string]string{}, "org", "move", "-abort", "-org", moveOrg)

@@ -149,11 +149,13 @@ func (a *apiClient) get(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return &apiError{Method: http.MethodGet, Path: path, Status: resp.StatusCode}
+		// The start of the answer names the problem (its type), which the status alone does not.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return &apiError{Method: http.MethodGet, Path: path, Status: resp.StatusCode, Body: string(body)}
 	}
+	_, _ = io.Copy(io.Discard, resp.Body)
 	return nil
 }
 

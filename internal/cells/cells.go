@@ -331,3 +331,77 @@ func ReadMap(path string) (map[string]string, error) {
 	}
 	return routes, nil
 }
+
+// drainPoll is how often Drain asks the proxy again which requests are still in flight.
+const drainPoll = 20 * time.Millisecond
+
+// Drain waits until every request that the proxy was forwarding, when Drain was called, to a cell other than keep
+// has ended (its answer sent, or its connection closed), and returns how many there were. A caller that moved an org
+// to keep calls it after Place: the requests routed to the old cell before the switch are then done with it, and the
+// org's data can leave that cell without one of them finding it gone. Requests that arrive after the call do not
+// count, wherever they go. It returns ctx's error if they have not all ended when ctx does.
+//
+// It reads the proxy's streams (`show sess`): one for each request in flight, named by its address and its epoch
+// (the number of `show sess` commands before it began), so that an address freed and taken again by a later
+// request is not the same stream.
+func (r *Router) Drain(ctx context.Context, keep string) (int, error) {
+	left, err := r.streams(ctx, keep)
+	if err != nil {
+		return 0, err
+	}
+	n := len(left)
+	for len(left) > 0 {
+		select {
+		case <-ctx.Done():
+			return n, fmt.Errorf("%d of %d requests to other cells still in flight: %w", len(left), n, ctx.Err())
+		case <-time.After(drainPoll):
+		}
+		now, err := r.streams(ctx, keep)
+		if err != nil {
+			return n, err
+		}
+		for s := range left {
+			if !now[s] {
+				delete(left, s)
+			}
+		}
+	}
+	return n, nil
+}
+
+// stream is one request in flight in the proxy, as `show sess` names it.
+type stream struct{ addr, epoch string }
+
+// streams returns the proxy's streams forwarded to a cell's backend other than keep's. Its own stream on the admin
+// socket is always listed (fe=GLOBAL), so an answer with no stream at all is one it cannot read.
+func (r *Router) streams(ctx context.Context, keep string) (map[stream]bool, error) {
+	out, err := r.command(ctx, "show sess")
+	if err != nil {
+		return nil, err
+	}
+	found := map[stream]bool{}
+	listed := 0
+	for line := range strings.Lines(out) {
+		// "0x55d0c1e2f3a0: proto=tcpv4 src=127.0.0.1:40962 fe=api be=cell_a srv=a ts=00 epoch=0x1 age=0s …"
+		addr, rest, ok := strings.Cut(line, ": ")
+		if !ok || !strings.HasPrefix(addr, "0x") {
+			continue
+		}
+		listed++
+		var be, epoch string
+		for _, f := range strings.Fields(rest) {
+			if v, ok := strings.CutPrefix(f, "be="); ok {
+				be = v
+			} else if v, ok := strings.CutPrefix(f, "epoch="); ok {
+				epoch = v
+			}
+		}
+		if cell, ok := strings.CutPrefix(be, BackendPrefix); ok && cell != keep {
+			found[stream{addr, epoch}] = true
+		}
+	}
+	if listed == 0 {
+		return nil, fmt.Errorf("show sess: unexpected answer %q", out)
+	}
+	return found, nil
+}

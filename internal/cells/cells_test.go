@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,6 +54,12 @@ type fixture struct {
 // setup starts cells a and b and the proxy, with a the default and the map's initial content placed (nil: none).
 func setup(t *testing.T, initial map[string]string) *fixture {
 	t.Helper()
+	return setupCells(t, initial, map[string]string{"a": nameServer(t, "a"), "b": nameServer(t, "b")})
+}
+
+// setupCells is setup with the cells' servers given.
+func setupCells(t *testing.T, initial, servers map[string]string) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	mapFile := filepath.Join(dir, "orgs.map")
 	var content string
@@ -60,8 +68,7 @@ func setup(t *testing.T, initial map[string]string) *fixture {
 	}
 	require.NoError(t, os.WriteFile(mapFile, []byte(content), 0o644))
 	f := &fixture{mapFile: mapFile, cfg: cells.ProxyConfig{
-		ConfigFile: configFile(t), Default: "a", MapFile: mapFile,
-		Cells: map[string]string{"a": nameServer(t, "a"), "b": nameServer(t, "b")},
+		ConfigFile: configFile(t), Default: "a", MapFile: mapFile, Cells: servers,
 	}}
 	f.start(t)
 	return f
@@ -259,4 +266,77 @@ func TestReadMapRefusesBadLines(t *testing.T) {
 	routes, err := cells.ReadMap(filepath.Join(dir, "missing.map"))
 	require.NoError(t, err)
 	require.Empty(t, routes)
+}
+
+// holdingServer is a cell that tells arrived of each request to /held and answers it once release is closed; it
+// answers any other path (the proxy's health checks) at once.
+func holdingServer(t *testing.T, arrived chan<- string, release <-chan struct{}) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/held" {
+			arrived <- r.URL.Path
+			<-release
+		}
+		_, _ = io.WriteString(w, "held "+r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+func TestDrainWaitsForTheRequestsForwardedBeforeIt(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan string, 1), make(chan struct{})
+	var released sync.Once
+	unhold := func() { released.Do(func() { close(release) }) }
+	f := setupCells(t, map[string]string{orgA: "a", orgB: "b"},
+		map[string]string{"a": holdingServer(t, arrived, release), "b": nameServer(t, "b")})
+	t.Cleanup(unhold) // cleanups run last first: before the server's Close, which waits for the held request
+	ctx := context.Background()
+	r := f.proxy.Router
+
+	// A request answered, its keep-alive connection idle, is not in flight.
+	_, body := f.get(t, orgB, "/x")
+	require.Equal(t, "b /x", body)
+	n, err := r.Drain(ctx, "a")
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	status := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.proxy.Addr+"/held", nil)
+		req.Header.Set("x-gw-ims-org-id", orgA)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	require.Equal(t, "/held", <-arrived)
+
+	t.Run("KeptCellsRequestsDoNotCount", func(t *testing.T) {
+		n, err := r.Drain(ctx, "a")
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+	t.Run("NotEndedBeforeTheContext", func(t *testing.T) {
+		// The request is held until release: however fast the machine, Drain cannot see it end here.
+		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		n, err := r.Drain(short, "b")
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 1, n, "the request in flight to cell a")
+	})
+	t.Run("EndedOnceAnswered", func(t *testing.T) {
+		drained := make(chan error, 1)
+		go func() {
+			_, err := r.Drain(ctx, "b")
+			drained <- err
+		}()
+		unhold()
+		require.Equal(t, http.StatusOK, <-status)
+		require.NoError(t, <-drained)
+	})
 }
