@@ -53,7 +53,9 @@ const workOrderRemoved = `SELECT (p.lake_rows + p.profile_rows)::bigint AS n
     WHERE p.workorder_id = @id::text AND p.dataset_id = @dataset AND w.org_id = @org AND w.sandbox_name = @sandbox
       AND p.status = 'completed'`
 
-// OpenManifest implements catalog.ManifestService.
+// OpenManifest implements catalog.ManifestService. For a run, it first lists the rows of the dataset that the run's
+// partition drops left to be listed (pending_listings, flushRunPending), so that the manifest always holds what the
+// audit event counts, before the release as after it.
 func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r catalog.Removal) (_ *catalog.Manifest, err error) {
 	defer outage(&err)
 	removed := map[string]string{catalog.RemovalRun: runRemoved, catalog.RemovalRowDelete: rowDeleteRemoved,
@@ -65,6 +67,12 @@ func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r
 	}
 	if !validRemovalID(r) {
 		return nil, catalog.Invalid("invalid-parameter", field, "%s %q must be %s", field, catalog.Clip(r.ID), removalIDShape(r.Kind))
+	}
+	if r.Kind == catalog.RemovalRun {
+		// The run's partition drops left their rows to be listed by the release; list them now if it has not.
+		if err := flushRunPending(ctx, s.db, r.ID, r.DatasetID); err != nil {
+			return nil, err
+		}
 	}
 	m := &catalog.Manifest{Removal: r}
 	args := pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID, "uuid": r.ID, "dataset": r.DatasetID, "org": c.Org, "sandbox": c.Sandbox}
