@@ -134,7 +134,7 @@ func recordPending(ctx context.Context, tx pgx.Tx, sw Sweep, detached string, li
 // the pending listing, and tells whether there was one. It locks the pending listing first, and so waits for any
 // other transaction listing it: one that committed deleted it, and this one then finds none, so that a listing is
 // written once however many readers and releases ask for it at once.
-func listPending(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
+func (rs *rowStore) listPending(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
 	var kind, id, store string
 	var listed, deleted []string
 	var removedAt time.Time
@@ -145,6 +145,9 @@ func listPending(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
 	}
 	if err != nil {
 		return false, fmt.Errorf("lock the pending listing of %s: %w", name, err)
+	}
+	if rs.hooks.pendingLocked != nil {
+		rs.hooks.pendingLocked(ctx, name)
 	}
 	args := pgx.NamedArgs{}
 	listArgs(args, removal{kind, id}, catalog.Store(store), listed, deleted, removedAt)
@@ -174,7 +177,7 @@ func flushPending(ctx context.Context, db *DB, query string, args ...any) error 
 	}
 	for _, name := range names {
 		err := db.inTx(ctx, func(tx pgx.Tx) error {
-			_, err := listPending(ctx, tx, name)
+			_, err := db.rows.listPending(ctx, tx, name)
 			return err
 		})
 		if err != nil {
