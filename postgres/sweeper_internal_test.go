@@ -40,4 +40,3 @@ func TestNewSweeperAppliesDefaultsOnce(t *testing.T) {
 	_, err = NewSweeper(nil, SweepConfig{BusyShare: 101}, nil)
 	require.ErrorContains(t, err, "BusyShare is a percentage, at most 100")
 }
-
