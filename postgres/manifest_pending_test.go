@@ -186,6 +186,8 @@ func TestReaderAndReleaseListOnce(t *testing.T) {
 			r := b.runWithPending(t)
 			ctx := context.Background()
 			locked, proceed := make(chan struct{}), make(chan struct{})
+			unblock := sync.OnceFunc(func() { close(proceed) })
+			t.Cleanup(unblock) // a failed wait below leaves no listing blocked
 			var once sync.Once
 			b.db.OnPendingLock(func(context.Context, string) {
 				once.Do(func() {
@@ -210,7 +212,7 @@ func TestReaderAndReleaseListOnce(t *testing.T) {
 			<-locked // the first holds the pending listing
 			wg.Go(order[1])
 			b.waitForLockWaiter(t) // the second waits for it
-			close(proceed)
+			unblock()
 			wg.Wait()
 			b.db.OnPendingLock(nil)
 			require.NoError(t, readErr)
