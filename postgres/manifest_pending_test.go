@@ -12,6 +12,7 @@ import (
 	"github.com/acme/retention/catalog"
 	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/postgres"
+	"github.com/acme/retention/retention"
 )
 
 // pendingRun is a run over a dataset keeping a deletion manifest that dropped a partition of it (December's, whole)
@@ -256,4 +257,36 @@ func TestPruneHistoryDropsPendingListings(t *testing.T) {
 	tables, listed = b.detachedTables(t)
 	require.Zero(t, tables)
 	require.Zero(t, listed)
+}
+
+// A move copies the org's manifests whole: the listings a run's drops left pending, whose detached tables hold the
+// org's rows, are written out on the source before the copy, so the target lists every row the run removed.
+func TestMoveWritesOutThePendingListingsOfTheOrg(t *testing.T) {
+	t.Parallel()
+	m := setupMove(t, 100)
+	ctx := context.Background()
+	src := m.src
+	id := src.newDataset(t, "listed")
+	src.setTTL(t, id, "P1M")
+	src.setManifest(t, id, true)
+	src.ingestSeries(t, id, 100, 12*time.Hour)
+	before := src.rowIDs(t, id)
+	src.now = src.now.Add(90 * 24 * time.Hour)
+	runID, created, err := postgres.NewRunRepository(src.db).CreateScheduledRun(ctx, catalog.LakeHouse, src.now, retention.Period{})
+	require.NoError(t, err)
+	require.True(t, created)
+	src.sweepRun(t, runID)
+	gone := minus(before, src.rowIDs(t, id))
+	require.NotEmpty(t, gone)
+	require.NotEmpty(t, src.pendingListings(t, runID), "a drop left its listing to the release")
+
+	m.dst.now = src.now
+	move := &postgres.OrgMove{Org: src.caller.Org, Source: src.db, Target: m.dst.db, TargetCell: "cell-b", Router: m.router}
+	_, err = move.Run(ctx)
+	require.NoError(t, err)
+	require.Empty(t, src.pendingListings(t, runID), "the source wrote the org's pending listings out before the copy")
+	require.Equal(t, gone, m.dst.runEntries(t, runID, id), "the target lists every row the run removed, once")
+	man, ids := m.dst.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	require.Equal(t, gone, ids)
+	require.Equal(t, man.Removed, man.Listed)
 }
