@@ -13,9 +13,13 @@ import (
 
 // This file holds the deletion manifests (issue #32.3): for a dataset and store whose deletionManifest is on, each
 // removal of its rows writes their _ids to deletion_manifests in the statement, or at least the transaction, that
-// removes them, so that a manifest lists exactly the rows removed however a run is interrupted. A dataset and store
-// with the manifest off cost no statement: the flag is read by a statement each removal sends anyway
-// (deletableRows, walkDatasets, droppableCounts) or, for a delete by _id, inside the delete's own statement.
+// removes them, so that a manifest lists exactly the rows removed however a run is interrupted. A partition drop is
+// the exception: it records in its transaction a pending listing of the detached table's rows (recordPending), whose
+// _ids that table keeps unchanged and out of the store until the release lists them and then drops it
+// (releaseListed); a reader of a run's manifest and the org move list the pending listings they read first
+// (flushRunPending, flushOrgPending). A dataset and store with the manifest off cost no statement: the flag is read
+// by a statement each removal sends anyway (deletableRows, walkDatasets, droppableCounts) or, for a delete by _id,
+// inside the delete's own statement.
 
 // The kinds of removal a manifest is kept for (deletion_manifests.removal_kind).
 const (
