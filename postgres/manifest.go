@@ -135,20 +135,20 @@ func recordPending(ctx context.Context, tx pgx.Tx, sw Sweep, detached string, li
 }
 
 // listPending writes, in tx, the manifest entries a pending listing of detached table name holds back, and deletes
-// the pending listing, and tells whether there was one. It locks the pending listing first, and so waits for any
+// the pending listing; with none, it does nothing. It locks the pending listing first, and so waits for any
 // other transaction listing it: one that committed deleted it, and this one then finds none, so that a listing is
 // written once however many readers and releases ask for it at once.
-func (rs *rowStore) listPending(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
+func (rs *rowStore) listPending(ctx context.Context, tx pgx.Tx, name string) error {
 	var kind, id, store string
 	var listed, deleted []string
 	var removedAt time.Time
 	err := tx.QueryRow(ctx, `SELECT removal_kind, removal_id, store, listed, deleted, removed_at FROM pending_listings
 		WHERE name = $1 FOR UPDATE`, name).Scan(&kind, &id, &store, &listed, &deleted, &removedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
+		return nil // listed and deleted by another transaction, or never pending
 	}
 	if err != nil {
-		return false, fmt.Errorf("lock the pending listing of %s: %w", name, err)
+		return fmt.Errorf("lock the pending listing of %s: %w", name, err)
 	}
 	if rs.hooks.pendingLocked != nil {
 		rs.hooks.pendingLocked(ctx, name)
@@ -159,12 +159,10 @@ func (rs *rowStore) listPending(ctx context.Context, tx pgx.Tx, name string) (bo
     SELECT r.dataset_id, r.setting_id`+goneListedColumns+` FROM `+pgx.Identifier{name}.Sanitize()+` r
     WHERE r.dataset_id = ANY(@listed::text[]))`+listGone+`
 SELECT 1`, args); err != nil {
-		return false, fmt.Errorf("list the rows of %s: %w", name, err)
+		return fmt.Errorf("list the rows of %s: %w", name, err)
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM pending_listings WHERE name = $1`, name); err != nil {
-		return false, err
-	}
-	return true, nil
+	_, err = tx.Exec(ctx, `DELETE FROM pending_listings WHERE name = $1`, name)
+	return err
 }
 
 // flushPending writes out the pending listings the query (with args) names, each in a transaction of its own
@@ -181,8 +179,7 @@ func flushPending(ctx context.Context, db *DB, query string, args ...any) error 
 	}
 	for _, name := range names {
 		err := db.inTx(ctx, func(tx pgx.Tx) error {
-			_, err := db.rows.listPending(ctx, tx, name)
-			return err
+			return db.rows.listPending(ctx, tx, name)
 		})
 		if err != nil {
 			return err

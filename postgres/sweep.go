@@ -246,7 +246,7 @@ func (rs *rowStore) releaseListed(ctx context.Context, name string, lockTimeout 
 		if err != nil {
 			return err
 		}
-		if _, err := rs.listPending(ctx, tx, name); err != nil {
+		if err := rs.listPending(ctx, tx, name); err != nil {
 			return err
 		}
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
