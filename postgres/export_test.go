@@ -27,6 +27,12 @@ func (db *DB) OnRemovalCommit(f func()) { db.rows.hooks.afterRemoval = f }
 // stops it. Set it only while no sweep runs.
 func (db *DB) OnDropAttempt(f func() time.Duration) { db.rows.hooks.dropTimeout = f }
 
+// OnPendingLock makes every listing of a pending listing, by a reader or a release, call f with its detached table
+// and its context once it holds the listing's lock, before it lists; nil stops it. Set it only while nothing lists.
+func (db *DB) OnPendingLock(f func(ctx context.Context, name string)) {
+	db.rows.hooks.pendingLocked = f
+}
+
 // OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
 func (db *DB) OnPreviewCounters(f func()) { db.rows.hooks.afterPreviewCounters = f }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,9 +13,13 @@ import (
 
 // This file holds the deletion manifests (issue #32.3): for a dataset and store whose deletionManifest is on, each
 // removal of its rows writes their _ids to deletion_manifests in the statement, or at least the transaction, that
-// removes them, so that a manifest lists exactly the rows removed however a run is interrupted. A dataset and store
-// with the manifest off cost no statement: the flag is read by a statement each removal sends anyway
-// (deletableRows, walkDatasets, droppableCounts) or, for a delete by _id, inside the delete's own statement.
+// removes them, so that a manifest lists exactly the rows removed however a run is interrupted. A partition drop is
+// the exception: it records in its transaction a pending listing of the detached table's rows (recordPending), whose
+// _ids that table keeps unchanged and out of the store until the release lists them and then drops it
+// (releaseListed); a reader of a run's manifest and the org move list the pending listings they read first
+// (flushRunPending, flushOrgPending). A dataset and store with the manifest off cost no statement: the flag is read
+// by a statement each removal sends anyway (deletableRows, walkDatasets, droppableCounts) or, for a delete by _id,
+// inside the delete's own statement.
 
 // The kinds of removal a manifest is kept for (deletion_manifests.removal_kind).
 const (
@@ -111,20 +116,89 @@ func listArgs(args pgx.NamedArgs, rm removal, store catalog.Store, listed, delet
 	args["listed"], args["deleted"], args["removed_at"] = listed, deleted, now
 }
 
-// listDropped writes, before a drop detaches partition name, the manifest entries of its rows of the datasets
-// listed (whose manifest is on), in the drop's transaction: once detached, its rows are no longer the store's. The
-// rows of deleted datasets (deleted) are listed with that reason.
-func listDropped(ctx context.Context, tx pgx.Tx, sw Sweep, name string, listed, deleted []string, now time.Time) error {
-	args := pgx.NamedArgs{}
-	listArgs(args, removal{removalRun, sw.RunID}, sw.Store, listed, deleted, now)
-	_, err := tx.Exec(ctx, `WITH gone AS (
-    SELECT r.dataset_id, r.setting_id`+goneListedColumns+` FROM `+pgx.Identifier{name}.Sanitize()+` r
-    WHERE r.dataset_id = ANY(@listed::text[]))`+listGone+`
-SELECT 1`, args)
+// recordPending records, in the drop's transaction, that the rows of the datasets listed (whose manifest is on) in
+// the table detached, which a drop has just taken out of the store, are to be listed in the run's manifest
+// (pending_listings, migration 0022); the rows of deleted datasets (deleted) with that reason. The drop does not list
+// them itself: that read and wrote every removed row while the drop held the store's parent table. The table is no
+// longer the store's, so no read sees its rows and nothing writes them, and it stays until the release lists and
+// then drops it (releaseListed): the _ids the drop removed are fixed in this transaction, with its ledger rows.
+func recordPending(ctx context.Context, tx pgx.Tx, sw Sweep, detached string, listed, deleted []string, now time.Time) error {
+	if deleted == nil {
+		deleted = []string{}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO pending_listings (name, removal_kind, removal_id, store, listed, deleted, removed_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, detached, removalRun, sw.RunID, string(sw.Store), listed, deleted, now)
 	if err != nil {
-		return fmt.Errorf("list the rows of %s: %w", name, err)
+		return fmt.Errorf("record the pending listing of %s: %w", detached, err)
 	}
 	return nil
+}
+
+// listPending writes, in tx, the manifest entries a pending listing of detached table name holds back, and deletes
+// the pending listing; with none, it does nothing. It locks the pending listing first, and so waits for any
+// other transaction listing it: one that committed deleted it, and this one then finds none, so that a listing is
+// written once however many readers and releases ask for it at once.
+func (rs *rowStore) listPending(ctx context.Context, tx pgx.Tx, name string) error {
+	var kind, id, store string
+	var listed, deleted []string
+	var removedAt time.Time
+	err := tx.QueryRow(ctx, `SELECT removal_kind, removal_id, store, listed, deleted, removed_at FROM pending_listings
+		WHERE name = $1 FOR UPDATE`, name).Scan(&kind, &id, &store, &listed, &deleted, &removedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // listed and deleted by another transaction, or never pending
+	}
+	if err != nil {
+		return fmt.Errorf("lock the pending listing of %s: %w", name, err)
+	}
+	if rs.hooks.pendingLocked != nil {
+		rs.hooks.pendingLocked(ctx, name)
+	}
+	args := pgx.NamedArgs{}
+	listArgs(args, removal{kind, id}, catalog.Store(store), listed, deleted, removedAt)
+	if _, err := tx.Exec(ctx, `WITH gone AS (
+    SELECT r.dataset_id, r.setting_id`+goneListedColumns+` FROM `+pgx.Identifier{name}.Sanitize()+` r
+    WHERE r.dataset_id = ANY(@listed::text[]))`+listGone+`
+SELECT 1`, args); err != nil {
+		return fmt.Errorf("list the rows of %s: %w", name, err)
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM pending_listings WHERE name = $1`, name)
+	return err
+}
+
+// flushPending writes out the pending listings the query (with args) names, each in a transaction of its own
+// (listPending), so that a reader of manifests finds them listed as if the drops had listed them. The readers call
+// it before they read: a run's manifest (OpenManifest), the org move's copy (flushOrgPending).
+func flushPending(ctx context.Context, db *DB, query string, args ...any) error {
+	rows, err := db.Pool.Query(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("find pending listings: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("find pending listings: %w", err)
+	}
+	for _, name := range names {
+		err := db.inTx(ctx, func(tx pgx.Tx) error {
+			return db.rows.listPending(ctx, tx, name)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushRunPending writes out the pending listings of run runID that hold rows of the dataset.
+func flushRunPending(ctx context.Context, db *DB, runID, datasetID string) error {
+	return flushPending(ctx, db, `SELECT name FROM pending_listings WHERE removal_kind = 'run' AND removal_id = $1
+		AND $2 = ANY(listed) ORDER BY name`, runID, datasetID)
+}
+
+// flushOrgPending writes out the pending listings that hold rows of the org's datasets: a detached table holds
+// many orgs' rows, and the org move copies the org's manifests.
+func flushOrgPending(ctx context.Context, db *DB, org string) error {
+	return flushPending(ctx, db, `SELECT name FROM pending_listings
+		WHERE listed && ARRAY(SELECT d.id FROM datasets d WHERE d.org_id = $1) ORDER BY name`, org)
 }
 
 // listing is a removal listed at a time.

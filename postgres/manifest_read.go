@@ -25,10 +25,14 @@ func NewManifestService(db *DB) *ManifestService {
 // start. Migration 0019 bounds a chunk to 65,535 entries.
 
 // manifestCounts are, in one statement and so one snapshot, a removal's listed entries and the place of the last of
-// them, beside the count its audit event reports (%s, a subquery that also restricts the removal to the caller).
-// They read the chunks' ids and sizes only, never their arrays.
+// them, beside the count its audit event reports (%s, a subquery that also restricts the removal to the caller),
+// and whether a pending listing of the removal holds rows of the dataset, which that count includes and the entries
+// not yet (a drop of a run still going on that committed since the reader listed the run's pending listings). They
+// read the chunks' ids and sizes only, never their arrays.
 const manifestCounts = `
-SELECT removed.n, coalesce(sum(m.entries), 0)::bigint, coalesce(max((m.id << 16) | m.entries), 0)
+SELECT removed.n, coalesce(sum(m.entries), 0)::bigint, coalesce(max((m.id << 16) | m.entries), 0),
+       EXISTS (SELECT 1 FROM pending_listings p WHERE p.removal_kind = @kind AND p.removal_id = @id::text
+               AND @dataset = ANY(p.listed))
 FROM (%s) removed
 LEFT JOIN deletion_manifests m ON m.removal_kind = @kind AND m.removal_id = @id::text AND m.dataset_id = @dataset
 GROUP BY removed.n`
@@ -53,7 +57,9 @@ const workOrderRemoved = `SELECT (p.lake_rows + p.profile_rows)::bigint AS n
     WHERE p.workorder_id = @id::text AND p.dataset_id = @dataset AND w.org_id = @org AND w.sandbox_name = @sandbox
       AND p.status = 'completed'`
 
-// OpenManifest implements catalog.ManifestService.
+// OpenManifest implements catalog.ManifestService. For a run, it first lists the rows of the dataset that the run's
+// partition drops left to be listed (pending_listings, flushRunPending), so that the manifest always holds what the
+// audit event counts, before the release as after it.
 func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r catalog.Removal) (_ *catalog.Manifest, err error) {
 	defer outage(&err)
 	removed := map[string]string{catalog.RemovalRun: runRemoved, catalog.RemovalRowDelete: rowDeleteRemoved,
@@ -66,16 +72,27 @@ func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r
 	if !validRemovalID(r) {
 		return nil, catalog.Invalid("invalid-parameter", field, "%s %q must be %s", field, catalog.Clip(r.ID), removalIDShape(r.Kind))
 	}
-	m := &catalog.Manifest{Removal: r}
 	args := pgx.StrictNamedArgs{"kind": r.Kind, "id": r.ID, "uuid": r.ID, "dataset": r.DatasetID, "org": c.Org, "sandbox": c.Sandbox}
 	if r.Kind == catalog.RemovalWorkOrder {
 		delete(args, "uuid") // its id is text (DI-…), compared as @id
 	}
-	err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), args).Scan(&m.Removed, &m.Listed, &m.Through)
-	if err != nil {
-		return nil, translate(err, fmt.Sprintf("no %s %s removed rows of dataset %s", r.Kind, r.ID, r.DatasetID))
+	for {
+		if r.Kind == catalog.RemovalRun {
+			// The run's partition drops left their rows to be listed by the release; list them now if it has not.
+			if err := flushRunPending(ctx, s.db, r.ID, r.DatasetID); err != nil {
+				return nil, err
+			}
+		}
+		m := &catalog.Manifest{Removal: r}
+		var pending bool
+		err = s.db.Pool.QueryRow(ctx, fmt.Sprintf(manifestCounts, removed), args).Scan(&m.Removed, &m.Listed, &m.Through, &pending)
+		if err != nil {
+			return nil, translate(err, fmt.Sprintf("no %s %s removed rows of dataset %s", r.Kind, r.ID, r.DatasetID))
+		}
+		if !pending { // else a drop committed since the listing: list it too, and count again
+			return m, nil
+		}
 	}
-	return m, nil
 }
 
 // validRemovalID tells whether a removal's id has its kind's shape: a run's and a Delete event's are UUIDs, a work

@@ -203,8 +203,8 @@ func TestManifestOfADeleteByID(t *testing.T) {
 }
 
 // A dataset with the manifest off costs a run no statement: the sweep of one sends exactly as many statements as
-// the same sweep of a dataset with the manifest on, less the drops' listing statements, and none of them writes a
-// manifest.
+// the same sweep of a dataset with the manifest on, less the drops' statements that record their pending listings,
+// and none of them writes a manifest or a pending listing.
 func TestManifestOffCostsNoStatement(t *testing.T) {
 	t.Parallel()
 	count := func(on bool) (total, listing, drops int) {
@@ -221,19 +221,20 @@ func TestManifestOffCostsNoStatement(t *testing.T) {
 			total++
 			if strings.Contains(st.sql, "deletion_manifests") {
 				listing++
-				if strings.HasPrefix(st.sql, "WITH gone AS (\n    SELECT") {
-					drops++
-				}
+			}
+			if strings.Contains(st.sql, "INSERT INTO pending_listings") {
+				drops++
 			}
 		}
 		return total, listing, drops
 	}
-	offTotal, offListing, _ := count(false)
+	offTotal, offListing, offDrops := count(false)
 	onTotal, onListing, drops := count(true)
 	require.Zero(t, offListing, "no statement of a run over a dataset with the manifest off writes a manifest")
-	require.Positive(t, drops, "the run over a dataset with the manifest on listed a dropped partition's rows")
-	require.Greater(t, onListing, drops, "and its row batches listed theirs within their own statements")
-	require.Equal(t, offTotal+drops, onTotal, "the listing before each drop is the only statement the manifest adds")
+	require.Zero(t, offDrops, "nor a pending listing")
+	require.Positive(t, drops, "the run over a dataset with the manifest on recorded a dropped partition's pending listing")
+	require.Positive(t, onListing, "and its row batches listed theirs within their own statements")
+	require.Equal(t, offTotal+drops, onTotal, "the pending listing of each drop is the only statement the manifest adds")
 }
 
 // A record-delete work order lists the rows it removed of a dataset whose store keeps a manifest, in the statement
@@ -294,6 +295,7 @@ func TestPruneHistoryRemovesManifests(t *testing.T) {
 	require.NoError(t, b.rows.DeleteRow(ctx, b.caller, id, "r0"))
 	b.now = b.now.Add(10 * 24 * time.Hour)
 	b.runWhole(t, id)
+	require.Positive(t, b.release(t), "the release listed the dropped partition's rows")
 	entries := func() map[string]int {
 		n := map[string]int{}
 		rows, err := b.db.Pool.Query(ctx, `SELECT removal_kind, sum(entries) FROM deletion_manifests GROUP BY 1`)
@@ -395,6 +397,7 @@ func TestManifestChunksHoldUpToAThousandEntries(t *testing.T) {
 	runID, dropped := b.runWhole(t, id)
 	require.Greater(t, dropped[id], int64(1000), "the drop took more rows than a chunk holds")
 	gone := minus(before, b.rowIDs(t, id))
+	require.Positive(t, b.release(t), "the release listed the dropped partition's rows")
 
 	var chunks, fullest, listed int64
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), max(entries), sum(entries) FROM deletion_manifests
@@ -424,36 +427,37 @@ func (b *sweepBundle) ingestMonths(t *testing.T, id string, months int) {
 	}
 }
 
-// dropTransactions returns, for each transaction of the run that dropped partitions, how many it dropped and how
-// many manifest entries it wrote, by the transaction id that wrote its rows.
-func (b *sweepBundle) dropTransactions(t *testing.T, runID string) (partitions, entries map[string]int64) {
+// dropTransactions returns, for each transaction of the run that dropped partitions, how many it dropped, how many
+// manifest entries it wrote and how many pending listings it recorded, by the transaction id that wrote its rows.
+func (b *sweepBundle) dropTransactions(t *testing.T, runID string) (partitions, entries, pending map[string]int64) {
 	t.Helper()
 	rows, err := b.db.Pool.Query(context.Background(), `
-SELECT d.x, d.parts, coalesce(m.n, 0)::bigint
+SELECT d.x, d.parts, coalesce(m.n, 0)::bigint, coalesce(p.n, 0)::bigint
 FROM (SELECT xmin::text AS x, count(DISTINCT partition_name) AS parts FROM retention_deletions
       WHERE run_id::text = $1 AND dropped GROUP BY 1) d
 LEFT JOIN (SELECT xmin::text AS x, sum(entries) AS n FROM deletion_manifests
-           WHERE removal_kind = 'run' AND removal_id = $1 GROUP BY 1) m ON m.x = d.x`, runID)
+           WHERE removal_kind = 'run' AND removal_id = $1 GROUP BY 1) m ON m.x = d.x
+LEFT JOIN (SELECT xmin::text AS x, count(*) AS n FROM pending_listings
+           WHERE removal_kind = 'run' AND removal_id = $1 GROUP BY 1) p ON p.x = d.x`, runID)
 	require.NoError(t, err)
-	partitions, entries = map[string]int64{}, map[string]int64{}
+	partitions, entries, pending = map[string]int64{}, map[string]int64{}, map[string]int64{}
 	var x string
-	var parts, n int64
-	_, err = pgx.ForEachRow(rows, []any{&x, &parts, &n}, func() error {
-		partitions[x], entries[x] = parts, n
+	var parts, n, p int64
+	_, err = pgx.ForEachRow(rows, []any{&x, &parts, &n, &p}, func() error {
+		partitions[x], entries[x], pending[x] = parts, n, p
 		return nil
 	})
 	require.NoError(t, err)
-	return partitions, entries
+	return partitions, entries, pending
 }
 
-// A drop lists, in its transaction, the rows of the partitions it detaches; the sweep cuts its drops into
-// transactions of at most ListBatch entries (a partition of more goes alone), so that no drop's listing grows with
-// the store until it outlasts its BatchTimeout, which made a run with manifests at 2M rows retry its one drop of
-// every partition until it gave up. The manifest still lists exactly the rows removed.
-func TestManifestDropsListInTransactionsOfBoundedEntries(t *testing.T) {
+// A drop lists nothing in its transaction, which holds the store's parent table: it records there a pending
+// listing of each partition it detaches, which the release lists from the detached table. A listing in the drop
+// read and wrote every removed row under that lock, and made a run with manifests at 2M rows retry its one drop of
+// every partition until it gave up. The manifest still lists exactly the rows removed, once the release ran.
+func TestManifestDropsListNothingInTheirTransactions(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
-	b.sweeper = postgres.MustSweeper(b.db, postgres.SweepConfig{BatchSize: 37, ListBatch: 150})
 	id := b.newDataset(t, "listed")
 	b.setTTL(t, id, "P1M")
 	b.setManifest(t, id, true)
@@ -463,15 +467,15 @@ func TestManifestDropsListInTransactionsOfBoundedEntries(t *testing.T) {
 
 	runID, dropped := b.runWhole(t, id)
 	require.EqualValues(t, 480, dropped[id], "the drops took the four months' rows")
-	partitions, entries := b.dropTransactions(t, runID)
-	require.Greater(t, len(partitions), 1, "the drops took more than one transaction: %v", partitions)
-	var listed int64
-	for x, n := range entries {
-		listed += n
-		require.True(t, n <= 150 || partitions[x] == 1,
-			"a drop transaction listed %d entries of %d partitions, over the bound of 150", n, partitions[x])
+	partitions, entries, pending := b.dropTransactions(t, runID)
+	require.NotEmpty(t, partitions)
+	var detached int64
+	for x, parts := range partitions {
+		require.Zero(t, entries[x], "a drop transaction wrote manifest entries")
+		require.Equal(t, parts, pending[x], "a drop transaction records the pending listing of each partition it detaches")
+		detached += parts
 	}
-	require.Equal(t, dropped[id], listed, "each drop listed its rows in its own transaction")
+	require.EqualValues(t, detached, b.release(t), "the release lists and drops every detached table")
 	_, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
 	require.Equal(t, minus(before, b.rowIDs(t, id)), ids, "the manifest lists exactly the rows removed")
 }

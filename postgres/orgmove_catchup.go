@@ -34,6 +34,9 @@ func (m *OrgMove) catchUp(ctx context.Context, st *moveState, rep *MoveReport) e
 	if err != nil {
 		return err
 	}
+	if err := flushOrgPending(ctx, m.Source, m.Org); err != nil { // drops since the copy: the manifests whole
+		return err
+	}
 	src, err := m.Source.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err

@@ -101,6 +101,9 @@ func (m *OrgMove) targetCounts(ctx context.Context, id string) (*moveCounts, err
 // target's copy of the org unwritten until the move is verified: the copy is on the target whole, or not at all.
 // Before it commits, the checksums of every chunk of rows are compared on both sides (compareChunks).
 func (m *OrgMove) copyTables(ctx context.Context, st *moveState, rep *MoveReport, step string) error {
+	if err := flushOrgPending(ctx, m.Source, m.Org); err != nil { // the org's manifests whole, before the snapshot
+		return err
+	}
 	src, err := m.Source.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return err

@@ -64,6 +64,7 @@ var orgTables = []orgTable{
 var notMoved = map[string]string{
 	"row_partitions":      "shared by every org; the partitions holding the org's rows are created on the target",
 	"detached_partitions": "tables a run detached, of no org",
+	"pending_listings":    "manifest entries a detached table holds back, of many orgs' rows: written out before the copy (flushOrgPending)",
 	"retention_schedule":  "each cell's schedule covers every org it holds",
 	"schema_migrations":   "the cell's schema version",
 	"org_moves":           "the move's own state, kept on each side",

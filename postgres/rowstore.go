@@ -54,6 +54,9 @@ type testHooks struct {
 	afterRemoval func()
 	// dropTimeout, called at each attempt at a batch of drops, gives its BatchTimeout.
 	dropTimeout func() time.Duration
+	// pendingLocked gets the detached table whose pending listing a reader or a release has just locked, before it
+	// lists the rows.
+	pendingLocked func(ctx context.Context, name string)
 }
 
 // sizesMaxAge is how long the bytes-per-row figures are reused.

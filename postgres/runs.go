@@ -471,15 +471,24 @@ func (s *RunRepository) FailRun(ctx context.Context, runID string, cause error) 
 
 // PruneHistory deletes runs that finished before cutoff, with their parts, ledger and deletion manifests, and the
 // manifests of other removals made before cutoff, so that a manifest is kept as long as the run history
-// (RETENTION_HISTORY_KEEP); audit events stay. It is one statement, so that no run leaves without its manifests.
+// (RETENTION_HISTORY_KEEP); audit events stay. It is one statement, so that no run leaves without its manifests,
+// after one that deletes the pending listings of those runs (their manifests go with them): their detached tables
+// stay in detached_partitions, and the next release drops them unlisted. That statement waits for a release
+// listing one of them, whose entries the second statement's snapshot then sees and deletes.
 func (s *RunRepository) PruneHistory(ctx context.Context, cutoff time.Time) (int64, error) {
 	var n int64
-	err := s.db.Pool.QueryRow(ctx, `
+	err := s.db.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM pending_listings p USING retention_runs r
+			WHERE r.finished_at < $1 AND p.removal_kind = 'run' AND p.removal_id = r.id::text`, cutoff); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
 WITH runs AS (DELETE FROM retention_runs WHERE finished_at < $1 RETURNING id),
 run_manifests AS (DELETE FROM deletion_manifests m USING runs
     WHERE m.removal_kind = 'run' AND m.removal_id = runs.id::text),
 other_manifests AS (DELETE FROM deletion_manifests WHERE removal_kind <> 'run' AND removed_at < $1)
 SELECT count(*) FROM runs`, cutoff).Scan(&n)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("prune run history: %w", err)
 	}

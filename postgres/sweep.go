@@ -88,40 +88,26 @@ func sweepScope(s Sweep) any {
 	return ids
 }
 
-// dropCandidate is a partition a drop may take, with how many of its rows the drop would list, from the counters:
-// those of the datasets whose store keeps a deletion manifest (held ones included, which stay).
-type dropCandidate struct {
-	name   string
-	listed int64
-}
-
 // droppablePartitions lists the partitions all of whose rows are deletable under the sweep. A partition whose range has not ended qualifies only when it
 // holds no row of a live dataset (badGroupCondition): for the few hundred of a store at most, that costs an index
-// probe of the counters each, which stops at the first live group. The rows to list are summed by partition
-// rather than by a subquery correlated on its name (undroppable says why).
-func (rs *rowStore) droppablePartitions(ctx context.Context, sw Sweep) ([]dropCandidate, error) {
+// probe of the counters each, which stops at the first live group.
+func (rs *rowStore) droppablePartitions(ctx context.Context, sw Sweep) ([]string, error) {
 	held, err := activeHoldDatasets(ctx, rs.db.Pool)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := rs.db.Pool.Query(ctx, `
-SELECT part.name, coalesce(l.n, 0)::bigint FROM row_partitions part
-LEFT JOIN (SELECT st.partition_name, sum(st.row_count) AS n FROM row_stats st
-           JOIN row_expirations e ON e.dataset_id = st.dataset_id AND e.store = @store AND e.deletion_manifest
-           WHERE st.row_count > 0 GROUP BY st.partition_name) l ON l.partition_name = part.name
+SELECT part.name FROM row_partitions part
 WHERE part.store = @store AND part.name NOT IN (`+undroppable("p.store = @store")+`)
 ORDER BY part.lower_bound`, pgx.StrictNamedArgs{"at": sw.At, "grace": sw.Grace.Interval(), "scope": sweepScope(sw), "store": sw.Store, "held": held})
 	if err != nil {
 		return nil, fmt.Errorf("find droppable partitions: %w", err)
 	}
-	parts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dropCandidate, error) {
-		var p dropCandidate
-		return p, row.Scan(&p.name, &p.listed)
-	})
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("find droppable partitions: %w", err)
 	}
-	return parts, nil
+	return names, nil
 }
 
 // dropPartitions removes from the store, in one transaction, those of the partitions all of whose rows are still
@@ -200,15 +186,17 @@ func (rs *rowStore) forgetIDFilters(ctx context.Context, names []string) error {
 
 // dropDetached drops the tables dropPartitions detached at or before detachedBy, and returns how many: this frees
 // their files. Their rows left the store, counted, when they were detached. It drops, in one transaction, every table detached_partitions lists
-// as detached by then that no other call is dropping, or at most limit of them when limit > 0.
+// as detached by then that no other call is dropping, or at most limit of them when limit > 0. A table whose rows
+// are still to be listed in a manifest (pending_listings) is left to releaseListed.
 func (rs *rowStore) dropDetached(ctx context.Context, detachedBy time.Time, lockTimeout time.Duration, limit int) (int, error) {
 	var names []string
 	err := rs.db.inTx(ctx, func(tx pgx.Tx) error {
 		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT name FROM detached_partitions WHERE detached_at <= $1
-			ORDER BY name LIMIT nullif($2, 0) FOR UPDATE SKIP LOCKED`, detachedBy, limit)
+		rows, err := tx.Query(ctx, `SELECT d.name FROM detached_partitions d WHERE d.detached_at <= $1
+			AND NOT EXISTS (SELECT 1 FROM pending_listings p WHERE p.name = d.name)
+			ORDER BY d.name LIMIT nullif($2, 0) FOR UPDATE SKIP LOCKED`, detachedBy, limit)
 		if err != nil {
 			return err
 		}
@@ -226,6 +214,55 @@ func (rs *rowStore) dropDetached(ctx context.Context, detachedBy time.Time, lock
 		return 0, fmt.Errorf("drop detached partitions: %w", err)
 	}
 	return len(names), nil
+}
+
+// pendingDetached returns the tables detached at or before detachedBy whose rows are still to be listed in a
+// manifest, in the order they were detached.
+func (rs *rowStore) pendingDetached(ctx context.Context, detachedBy time.Time) ([]string, error) {
+	rows, err := rs.db.Pool.Query(ctx, `SELECT d.name FROM detached_partitions d JOIN pending_listings p ON p.name = d.name
+		WHERE d.detached_at <= $1 ORDER BY d.detached_at, d.name`, detachedBy)
+	if err != nil {
+		return nil, fmt.Errorf("find detached partitions to list: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("find detached partitions to list: %w", err)
+	}
+	return names, nil
+}
+
+// releaseListed lists the rows of detached table name that its pending listing holds back (listPending) and drops
+// the table, in one transaction, and tells whether it dropped it: not when another release has it. The drop is in
+// the listing's transaction, so no table leaves before its rows are listed (the foreign key of pending_listings
+// holds this too); a reader listing it meanwhile makes the release wait for its commit, and find it listed.
+func (rs *rowStore) releaseListed(ctx context.Context, name string, lockTimeout time.Duration) (bool, error) {
+	dropped := false
+	err := rs.db.inTx(ctx, func(tx pgx.Tx) error {
+		var found string
+		err := tx.QueryRow(ctx, `SELECT name FROM detached_partitions WHERE name = $1 FOR UPDATE SKIP LOCKED`, name).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // another release has it, or dropped it
+		}
+		if err != nil {
+			return err
+		}
+		if err := rs.listPending(ctx, tx, name); err != nil {
+			return err
+		}
+		if err := setLockTimeout(ctx, tx, lockTimeout); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize()); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM detached_partitions WHERE name = $1`, name)
+		dropped = err == nil
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("list and drop detached partition %s: %w", name, err)
+	}
+	return dropped, nil
 }
 
 // lockPartitions takes the store's parent table, as the detach will, and then the partitions, in the lock order
@@ -309,7 +346,9 @@ INSERT INTO retention_deletions (run_id, dataset_id, partition_name, rows_delete
 SELECT $1, d.dataset_id, d.partition_name, d.n, $2, $3 FROM unnest($4::text[], $5::text[], $6::bigint[]) AS d (partition_name, dataset_id, n)`
 
 // detachAndRecord detaches the partitions from their store, renames them out of the way of a partition that a late
-// event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them.
+// event may need for the same range, lists them for dropDetached, and records the rows each dataset lost with them,
+// and, where datasets keep a deletion manifest, which of the detached table's rows the release is to list
+// (recordPending).
 // A detached table is named after its object id, which no other table has: a partition made again for the same
 // range can be detached again before the first one's table is released. The held datasets' rows of a partition are
 // carried into a fresh partition of its name and range first (carryHeld), with their counters, which stay as they
@@ -327,11 +366,6 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, d droppable, now 
 		for ds, n := range d.counts[name] {
 			parts, ids, ns = append(parts, name), append(ids, ds), append(ns, n)
 		}
-		if listed := d.listed[name]; len(listed) > 0 {
-			if err := listDropped(ctx, tx, sw, name, listed, d.deleted[name], now); err != nil {
-				return err
-			}
-		}
 		detached := fmt.Sprintf("%s_gone%d", name, oids[name])
 		if err := detachPartition(ctx, tx, parent, name, detached, d.carry[name], d.carried[name]); err != nil {
 			return err
@@ -341,6 +375,11 @@ func detachAndRecord(ctx context.Context, tx pgx.Tx, sw Sweep, d droppable, now 
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO detached_partitions (name, detached_at) VALUES ($1, $2)`, detached, now); err != nil {
 			return err
+		}
+		if listed := d.listed[name]; len(listed) > 0 {
+			if err := recordPending(ctx, tx, sw, detached, listed, d.deleted[name], now); err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM row_partitions WHERE name = ANY($1)`, gone); err != nil {

@@ -45,13 +45,12 @@ type SweepConfig struct {
 	// wait for, only while it detaches them. Their files are freed later, by ReleaseDetached, so that the run does
 	// not wait for the file system. Default 32, more than a run usually drops, so that a run takes one lock round.
 	DropBatch int
-	// ListBatch is how many manifest entries a batch of drops writes at most, beyond those of its first partition:
-	// the rows of the datasets whose store keeps a deletion manifest, which a drop lists in its transaction, while
-	// it holds the store's parent table (manifest.go). A batch is cut at DropBatch partitions or at this many
-	// entries, whichever comes first, so that a drop's work stays within its BatchTimeout however many rows its
-	// partitions hold; a partition of more entries goes alone, since its rows must be listed where they are
-	// detached. Default 100,000: about 1 s of listing on a small machine (docs/benchmarks.md).
-	ListBatch int
+	// ListTimeout bounds the release's listing of one detached table whose rows are still to be listed in a
+	// deletion manifest (pending_listings), with the table's drop, in one transaction: a run's drop records which
+	// rows are to be listed, and the release lists them (manifest.go). A table not listed in time stays, with its
+	// pending listing, for the next release, and is logged; it is never dropped unlisted. Default 10 minutes: about
+	// 6M rows at the 40–90 µs a row a listing took on a small machine (docs/benchmarks.md).
+	ListTimeout time.Duration
 	// Workers is how many connections a sweep works on at once: in a run's part one drops and then walks while the
 	// others walk, block range by block range, so that none idles while there are ranges left; in a dataset's part,
 	// one partition each, so that their counter updates never wait for each other. Default 2: on a small machine
@@ -67,7 +66,7 @@ type SweepConfig struct {
 
 // withDefaults gives the zero fields their defaults and refuses negative ones, once, when the sweeper is built.
 func (c SweepConfig) withDefaults() (SweepConfig, error) {
-	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.ListBatch < 0 ||
+	if c.BatchSize < 0 || c.BatchTimeout < 0 || c.LockTimeout < 0 || c.DropAttempts < 0 || c.DropBatch < 0 || c.ListTimeout < 0 ||
 		c.Workers < 0 || c.BusyShare < 0 {
 		return c, fmt.Errorf("sweep configuration %+v: no field may be negative", c)
 	}
@@ -79,7 +78,7 @@ func (c SweepConfig) withDefaults() (SweepConfig, error) {
 	c.LockTimeout = cmp.Or(c.LockTimeout, 100*time.Millisecond)
 	c.DropAttempts = cmp.Or(c.DropAttempts, 20)
 	c.DropBatch = cmp.Or(c.DropBatch, 32)
-	c.ListBatch = cmp.Or(c.ListBatch, 100_000)
+	c.ListTimeout = cmp.Or(c.ListTimeout, 10*time.Minute)
 	c.Workers = cmp.Or(c.Workers, 2)
 	c.BusyShare = cmp.Or(c.BusyShare, 25)
 	return c, nil
@@ -211,9 +210,11 @@ func (w *Sweeper) dropPartitions(ctx context.Context, s Sweep) (dropResult, erro
 	return w.drop(ctx, s, parts)
 }
 
-func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []dropCandidate) (dropResult, error) {
+func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []string) (dropResult, error) {
 	res := dropResult{Datasets: map[string]sweepResult{}, Dropped: map[string]bool{}}
-	for _, batch := range dropBatches(parts, w.cfg.DropBatch, int64(w.cfg.ListBatch)) {
+	for len(parts) > 0 {
+		batch := parts[:min(w.cfg.DropBatch, len(parts))]
+		parts = parts[len(batch):]
 		if !s.DryRun {
 			if err := w.rows().forgetIDFilters(ctx, batch); err != nil {
 				return res, err
@@ -237,24 +238,6 @@ func (w *Sweeper) drop(ctx context.Context, s Sweep, parts []dropCandidate) (dro
 		}
 	}
 	return res, nil
-}
-
-// dropBatches cuts the partitions, in their order, into the batches a transaction each drops: at most most
-// partitions a batch, and at most listBound manifest entries beyond those of a batch's first partition.
-func dropBatches(parts []dropCandidate, most int, listBound int64) [][]string {
-	var batches [][]string
-	var batch []string
-	var listed int64
-	for _, p := range parts {
-		if len(batch) > 0 && (len(batch) == most || listed+p.listed > listBound) {
-			batches, batch, listed = append(batches, batch), nil, 0
-		}
-		batch, listed = append(batch, p.name), listed+p.listed
-	}
-	if len(batch) > 0 {
-		batches = append(batches, batch)
-	}
-	return batches
 }
 
 // dropResult is what a drop phase removed: per dataset, and which partitions.
@@ -315,7 +298,9 @@ func (w *Sweeper) dropWithRetry(ctx context.Context, s Sweep, batch []string) (m
 // part: the rows left the store when their partitions were detached, as a DELETE's rows do at its commit, before
 // VACUUM frees their space. Dropping a detached table waits for nobody's statements but its own. While ingestion is
 // busy, the tables go one a transaction, with the run's rest after each (pacing.go): freeing a partition's files
-// competes with ingestion for the disk. It implements jobs.Sweeper.
+// competes with ingestion for the disk. A table whose rows a deletion manifest still has to list (a drop's pending
+// listing) is listed first, in the transaction that drops it, within ListTimeout (listAndRelease). It implements
+// jobs.Sweeper.
 func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (int, error) {
 	start := time.Now()
 	n := 0
@@ -345,11 +330,62 @@ func (w *Sweeper) ReleaseDetached(ctx context.Context, detachedBy time.Time) (in
 			return n, err
 		}
 	}
+	listed, err := w.listAndRelease(ctx, detachedBy)
+	n += listed
+	if err != nil {
+		return n, err
+	}
 	if n > 0 {
 		w.logger.InfoContext(ctx, "retention: detached partitions dropped", slog.Int("tables", n),
 			slog.Duration("duration", time.Since(start)))
 	}
 	return n, nil
+}
+
+// listAndRelease lists and drops, one a transaction, the detached tables whose rows are still to be listed in a
+// deletion manifest (rowStore.releaseListed), each within ListTimeout, and returns how many it dropped. A table
+// not listed in time is logged and left, with its pending listing, for the next release: each is tried once a
+// release, so a table too large for the bound never holds a release in a loop, and none is dropped unlisted. While
+// ingestion is busy, it rests after each, as the drops do.
+func (w *Sweeper) listAndRelease(ctx context.Context, detachedBy time.Time) (int, error) {
+	names, err := w.rows().pendingDetached(ctx, detachedBy)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, name := range names {
+		started := w.pace.start()
+		lctx, cancel := context.WithTimeout(ctx, w.cfg.ListTimeout)
+		dropped, err := w.rows().releaseListed(lctx, name, w.cfg.LockTimeout)
+		cancel()
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		if err != nil {
+			w.logger.WarnContext(ctx, "retention: detached partition not listed; left for the next release", slog.String("table", name),
+				slog.Duration("list_timeout", w.cfg.ListTimeout), slog.Any("error", err))
+			continue
+		}
+		if dropped {
+			n++
+		}
+		if err := w.restIfBusy(ctx, started); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// restIfBusy rests in proportion to the work begun at started while ingestion is busy (pacing.go).
+func (w *Sweeper) restIfBusy(ctx context.Context, started time.Time) error {
+	if w.pace.share >= 100 {
+		return nil
+	}
+	busy, err := w.pace.busy(ctx, w.pace.now())
+	if err != nil || !busy {
+		return err
+	}
+	return w.pace.rest(ctx, started)
 }
 
 // sweepPlaced removes the deletable rows of every partition placed at or before the sweep's time, as the expiry
@@ -373,8 +409,8 @@ func (w *Sweeper) sweepPlaced(ctx context.Context, s Sweep) (placedResult, error
 		return res, fmt.Errorf("list boundary partitions of %s: %w", s.Store, err)
 	}
 	toDrop := map[string]bool{}
-	for _, p := range droppable {
-		toDrop[p.name] = true
+	for _, name := range droppable {
+		toDrop[name] = true
 	}
 	var walk, maybe []string
 	for _, p := range placed {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -32,22 +33,10 @@ func TestNewSweeperAppliesDefaultsOnce(t *testing.T) {
 	require.Equal(t, 5, w.cfg.BatchSize)
 	require.Equal(t, 2, w.cfg.Workers)
 	require.Equal(t, 32, w.cfg.DropBatch)
-	require.Equal(t, 100_000, w.cfg.ListBatch)
+	require.Equal(t, 10*time.Minute, w.cfg.ListTimeout)
 	require.Equal(t, 25, w.cfg.BusyShare)
 	_, err = NewSweeper(nil, SweepConfig{Workers: -1}, nil)
 	require.ErrorContains(t, err, "negative")
 	_, err = NewSweeper(nil, SweepConfig{BusyShare: 101}, nil)
 	require.ErrorContains(t, err, "BusyShare is a percentage, at most 100")
-}
-
-// TestDropBatchesCutAtPartitionsOrEntries: a batch of drops ends at DropBatch partitions or where the next
-// partition would take its manifest entries past ListBatch; a partition of more entries than that goes alone, and
-// partitions that list nothing fill batches by their number alone.
-func TestDropBatchesCutAtPartitionsOrEntries(t *testing.T) {
-	t.Parallel()
-	parts := []dropCandidate{{"a", 0}, {"b", 0}, {"c", 0}, {"d", 60}, {"e", 50}, {"f", 250}, {"g", 10}, {"h", 0}}
-	require.Equal(t, [][]string{{"a", "b", "c"}, {"d", "e", "f"}, {"g", "h"}}, dropBatches(parts, 3, 1000))
-	require.Equal(t, [][]string{{"a", "b", "c", "d"}, {"e"}, {"f"}, {"g", "h"}}, dropBatches(parts, 4, 100))
-	require.Equal(t, [][]string{{"a", "b", "c", "d", "e"}, {"f"}, {"g", "h"}}, dropBatches(parts, 32, 110))
-	require.Empty(t, dropBatches(nil, 32, 100))
 }

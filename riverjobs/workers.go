@@ -86,6 +86,12 @@ func (w *releaseWorker) Work(ctx context.Context, job *river.Job[releaseArgs]) e
 	return w.c.work.Runs.Release(ctx, job.Args.RunID)
 }
 
+// Timeout lifts Config.JobTimeout: a release lists the rows of each detached partition with a pending deletion
+// manifest listing before it drops it, which can take minutes for a large partition, and bounds its own work (each
+// batch of drops by SweepConfig.BatchTimeout, each listing by SweepConfig.ListTimeout, leaving what it could not
+// list to the next release). A release a rescue runs twice does each table once: each is taken under a row lock.
+func (w *releaseWorker) Timeout(*river.Job[releaseArgs]) time.Duration { return -1 }
+
 // auditPurgeArgs is the periodic job of the audit log's own retention (Config.AuditPurge). A periodic job, not a
 // ticker on every replica: River's leader inserts it, so one replica purges per period, and it works with the
 // jobs' pool and stops with the jobs.

@@ -63,8 +63,9 @@ type harness struct {
 	floorTime            time.Duration
 	floorNote            string
 	// manifestTime is the deletion-manifest scenario's run, plainRunTime the retention run's median trial: the two
-	// runs manifestCost compares.
-	manifestTime, plainRunTime time.Duration
+	// runs manifestCost compares; manifestRelease and plainRelease are the release jobs they queued.
+	manifestTime, plainRunTime    time.Duration
+	manifestRelease, plainRelease time.Duration
 
 	// The identities store (identityStore): its datasets, their TTLs, its retentionctl load's time, or why it could
 	// not be loaded.

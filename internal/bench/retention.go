@@ -501,7 +501,7 @@ func (h *harness) reportRun(trials []runTrial) {
 	sorted := slices.Clone(trials)
 	slices.SortFunc(sorted, func(a, b runTrial) int { return cmp.Compare(a.ratio(), b.ratio()) })
 	m := sorted[len(sorted)/2]
-	h.plainRunTime = m.ours
+	h.plainRunTime, h.plainRelease = m.ours, m.release
 	same := !slices.ContainsFunc(trials, func(t runTrial) bool { return !t.same })
 	h.report.RowsIdentical = same
 	var each []string
