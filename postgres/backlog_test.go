@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
@@ -199,6 +200,61 @@ func TestBacklogFollowsIngestionAndTime(t *testing.T) {
 	more := b.requireBacklog(t, id)
 	require.Equal(t, more.expired-more.expiredThisMonth, more.figure, "new rows that arrive expired count at once")
 	require.Greater(t, more.figure, april.figure)
+}
+
+// TestDatasetReadProbesTheCountersOnce: GET /dataSets/{id} reads its lake shares and its backlog from one scan of
+// the dataset's counters, and reads a group's setting only where the group's partition has ended, since no other
+// group can be wholly expired: of rows spanning months to come under two settings, the settings of the ended
+// partitions' groups, not of every group.
+func TestDatasetReadProbesTheCountersOnce(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "probed")
+	b.setTTL(t, id, "P1M")
+	b.now = time.Date(2025, 3, 20, 9, 0, 0, 0, time.UTC)
+	b.ingestSeries(t, id, 4*120, 6*time.Hour) // expiries from January to April
+	b.now = b.now.Add(time.Hour)
+	b.setTTL(t, id, "P2M")
+	b.ingestSeriesAs(t, id, "later", 40, 24*time.Hour)
+	var groups, ended int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE p.upper_bound <= $2)
+		FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name WHERE st.dataset_id = $1 AND st.row_count > 0`,
+		id, b.now).Scan(&groups, &ended))
+	require.Positive(t, ended, "some groups are in partitions that have ended")
+	require.Greater(t, groups, ended+1, "more are in partitions to come")
+
+	with, _ := postgres.DatasetReadStatements()
+	var plan []map[string]any
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+with,
+		pgx.QueryExecModeExec, b.caller.Org, b.caller.Sandbox, id, b.now).Scan(&plan))
+	counters, settings := readsOf(plan[0]["Plan"], "row_stats"), readsOf(plan[0]["Plan"], "ttl_settings")
+	require.Equal(t, 1, counters.scans, "one scan of the counters for the shares and the backlog")
+	require.Equal(t, groups, counters.rows, "each group read once")
+	require.LessOrEqual(t, settings.rows, ended, "a setting read only for a group of an ended partition")
+	require.Positive(t, b.requireBacklog(t, id).figure, "the backlog is the rule's")
+}
+
+// relationReads are the scans of a relation in an executed plan, and the rows they returned over all their loops.
+type relationReads struct{ scans, rows int }
+
+// readsOf sums the scans of relation in the plan node (EXPLAIN (ANALYZE, FORMAT JSON)) and its children.
+func readsOf(node any, relation string) relationReads {
+	var r relationReads
+	n, _ := node.(map[string]any)
+	if n["Relation Name"] == relation {
+		loops, _ := n["Actual Loops"].(float64)
+		rows, _ := n["Actual Rows"].(float64)
+		r.scans++
+		r.rows += int(loops * rows)
+	}
+	children, _ := n["Plans"].([]any)
+	for _, c := range children {
+		sub := readsOf(c, relation)
+		r.scans += sub.scans
+		r.rows += sub.rows
+	}
+	return r
 }
 
 // TestBacklogAfterTTLChanges: a shortened TTL leaves the rows it expired uncounted until their month ends after it

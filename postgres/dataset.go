@@ -188,7 +188,7 @@ func findDataset(ctx context.Context, q pgx.Tx, c *catalog.Caller, id string, fo
 }
 
 // lakeShares are the counters of the lake rows, summed per (dataset, partition) by the statements that select from
-// it: metricsQuery for a listing, datasetByIDQuery for one dataset.
+// it: metricsQuery for a listing (datasetByIDQuery sums the same counters for one dataset in datasetCounters).
 const lakeShares = `FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name AND p.store = 'adobe_lakeHouse'
 WHERE st.row_count > 0`
 
@@ -273,20 +273,18 @@ func (s *DatasetService) addShares(ctx context.Context, q querier, byID map[stri
 
 // datasetByIDQuery reads one dataset of the caller's scope with all that GET /dataSets/{id} shows of it, in one
 // statement: its row expirations, its count of active holds (attachHolds' count), its pending expiration's expiry
-// (attachPendingExpiries'), its lake shares (metricsQuery's) and its expired backlog at $4 (datasetBacklog). One statement is one round trip where a read-only
-// transaction of five statements took seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where
-// READ COMMITTED gave each statement its own. Each subquery probes its table's index on the dataset.
+// (attachPendingExpiries'), its lake shares (metricsQuery's) and its expired backlog at $4, both from one probe of its
+// counters (datasetCounters). One statement is one round trip where a read-only transaction of five statements took
+// seven with its BEGIN and COMMIT, and one snapshot for the whole answer, where READ COMMITTED gave each statement its
+// own. Each subquery probes its table's index on the dataset.
 var datasetByIDQuery = `
 SELECT ` + datasetColumns + `, re.stores, re.ttls, re.statuses, re.set_bys, re.updated, re.completed, re.manifests,
   (SELECT count(*)::int FROM dataset_holds k WHERE k.dataset_id = d.id AND k.released_at IS NULL),
   (SELECT max(e.expiry) FROM dataset_expirations e WHERE e.dataset_id = d.id AND e.status = 'pending'),
-  m.partitions, m.row_counts, bl.stores, bl.rows, bl.since
+  m.partitions, m.row_counts, m.bl_stores, m.bl_rows, m.bl_since
 FROM datasets d
 CROSS JOIN LATERAL (` + rowExpirationArrays + `) re
-CROSS JOIN LATERAL (SELECT array_agg(s.partition_name) AS partitions, array_agg(s.rows) AS row_counts
-  FROM (SELECT st.partition_name, sum(st.row_count)::bigint AS rows ` + lakeShares + `
-    AND st.dataset_id = d.id GROUP BY 1) s) m
-` + datasetBacklog + `
+` + datasetCounters + `
 WHERE ` + scopeCondition + ` AND d.id = $3`
 
 // FindDatasetByID implements catalog.DatasetService, in one statement (datasetByIDQuery).

@@ -33,6 +33,10 @@ func (db *DB) OnPendingLock(f func(ctx context.Context, name string)) {
 	db.rows.hooks.pendingLocked = f
 }
 
+// OnManifestFlush makes every reader of a run's manifest call f after it has written out the run's pending
+// listings, before it counts the manifest: where a drop of the run can commit under it. nil stops it.
+func (db *DB) OnManifestFlush(f func()) { db.rows.hooks.afterManifestFlush = f }
+
 // OnPreviewCounters makes every preview call f after it has read its dataset's counters, before it reads rows.
 func (db *DB) OnPreviewCounters(f func()) { db.rows.hooks.afterPreviewCounters = f }
 

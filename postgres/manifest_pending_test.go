@@ -228,6 +228,50 @@ func TestReaderAndReleaseListOnce(t *testing.T) {
 	}
 }
 
+// A drop of a run still going on that commits after a reader of the run's manifest has written out the run's
+// pending listings, and before it counts, is listed too: the reader finds the drop's pending listing beside the
+// count, which already includes the drop's rows, and lists and counts again, so that it answers as many entries as
+// the count. The drop runs in the reader's hook, between the two, whatever the machine's speed.
+func TestReaderListsADropThatCommitsBeforeItsCount(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	id := b.newDataset(t, "listed")
+	b.setTTL(t, id, "P1M")
+	b.ingestSeries(t, id, 200, 6*time.Hour) // 50 days back: December's partition goes whole
+	b.setManifest(t, id, true)
+	before := b.rowIDs(t, id)
+	b.now = b.now.Add(10 * 24 * time.Hour)
+	runs := postgres.NewRunRepository(b.db)
+	runID, err := runs.CreateManualRun(ctx, b.caller, catalog.RunRequest{Store: catalog.LakeHouse, DatasetIDs: []string{id}}, retention.Period{})
+	require.NoError(t, err)
+	plan, err := runs.PrepareRun(ctx, runID)
+	require.NoError(t, err)
+	sw := postgres.Sweep{RunID: runID, Store: plan.Store, At: plan.At, Grace: plan.Grace, Datasets: plan.Scope}
+
+	flushes := 0
+	var dropped int64
+	b.db.OnManifestFlush(func() {
+		flushes++
+		if flushes > 1 {
+			return
+		}
+		require.Empty(t, b.pendingListings(t, runID), "nothing was dropped before the reader listed")
+		placed, err := b.sweeper.SweepPlaced(ctx, sw)
+		require.NoError(t, err)
+		dropped = placed.Dropped.Datasets[id].Rows
+	})
+	m, ids := b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalRun, ID: runID, DatasetID: id})
+	b.db.OnManifestFlush(nil)
+	require.Positive(t, dropped, "the run dropped a partition of the dataset between the listing and the count")
+	gone := minus(before, b.rowIDs(t, id))
+	require.EqualValues(t, len(gone), m.Removed, "the count includes the drop's rows")
+	require.Equal(t, m.Removed, m.Listed, "the count equals the entries")
+	require.Equal(t, gone, ids, "the reader gets every row the run removed, those of the drop too")
+	require.Empty(t, b.pendingListings(t, runID), "the reader wrote the drop's listing out")
+	require.Equal(t, 2, flushes, "the reader listed again once it found the drop's pending listing")
+}
+
 // waitForLockWaiter returns once a session of the bundle's database waits for a lock.
 func (b *sweepBundle) waitForLockWaiter(t *testing.T) {
 	t.Helper()

@@ -82,6 +82,9 @@ func (s *ManifestService) OpenManifest(ctx context.Context, c *catalog.Caller, r
 			if err := flushRunPending(ctx, s.db, r.ID, r.DatasetID); err != nil {
 				return nil, err
 			}
+			if s.db.rows.hooks.afterManifestFlush != nil {
+				s.db.rows.hooks.afterManifestFlush()
+			}
 		}
 		m := &catalog.Manifest{Removal: r}
 		var pending bool

@@ -57,6 +57,9 @@ type testHooks struct {
 	// pendingLocked gets the detached table whose pending listing a reader or a release has just locked, before it
 	// lists the rows.
 	pendingLocked func(ctx context.Context, name string)
+	// afterManifestFlush runs after a reader of a run's manifest has written out the run's pending listings, before
+	// it counts the manifest.
+	afterManifestFlush func()
 }
 
 // sizesMaxAge is how long the bytes-per-row figures are reused.

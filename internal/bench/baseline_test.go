@@ -146,6 +146,14 @@ func TestJudgeDeletes(t *testing.T) {
 		h.judgeDeletes()
 		require.Equal(t, Verdict("baseline invalid: 1 sample(s), 2 needed"), h.report.Rows[0].Holds)
 	})
+	t.Run("TwoOwnDeletesAreJudgedAlone", func(t *testing.T) {
+		t.Parallel()
+		// The deletion manifest's row, measured without the retention run or the held dataset (-only
+		// deletion-manifest): its DELETE rolled back, then committed.
+		h := harnessWith(deleteJudgement{holds: true, own: []workSample{sample(2_991_884, 19*time.Second), sample(2_991_884, 16800*time.Millisecond)}})
+		h.judgeDeletes()
+		require.Equal(t, Holds, h.report.Rows[0].Holds)
+	})
 	t.Run("DisagreeingDeletesInvalidateBoth", func(t *testing.T) {
 		t.Parallel()
 		h := harnessWith(deleteJudgement{holds: true, own: []workSample{sample(1000, time.Second), sample(1000, time.Second)}},

@@ -440,20 +440,28 @@ func (h *harness) identityDeletes(ctx context.Context, base *pgx.Conn, keys []st
 	if err != nil {
 		return nil, "", err
 	}
+	samples, err := h.deleteTwice(ctx, base, "work order", want, deleteSQL, keys)
+	return samples, plan, err
+}
+
+// deleteTwice times a baseline's DELETE (sql with args) on conn twice, each after a CHECKPOINT: first in a
+// transaction rolled back, then committed (the second sample is the baseline's figure, and leaves the table as the
+// service's side). want is the rows each sample must remove; scenario names the progress lines.
+func (h *harness) deleteTwice(ctx context.Context, conn *pgx.Conn, scenario string, want int64, sql string, args ...any) ([]workSample, error) {
 	var samples []workSample
 	for _, commit := range []bool{false, true} {
-		h.step("work order: CHECKPOINT, baseline DELETE (timed, %s)", map[bool]string{false: "rolled back", true: "committed"}[commit])
+		h.step("%s: CHECKPOINT, baseline DELETE (timed, %s)", scenario, map[bool]string{false: "rolled back", true: "committed"}[commit])
 		if err := h.pg.checkpoint(ctx); err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		tx, err := base.Begin(ctx)
+		tx, err := conn.Begin(ctx)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		var done int64
 		from := time.Now()
 		took, err := timed(func() error {
-			tag, err := tx.Exec(ctx, deleteSQL, keys)
+			tag, err := tx.Exec(ctx, sql, args...)
 			done = tag.RowsAffected()
 			return err
 		})
@@ -464,11 +472,11 @@ func (h *harness) identityDeletes(ctx context.Context, base *pgx.Conn, keys []st
 			err = errors.Join(err, tx.Rollback(ctx))
 		}
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		samples = append(samples, workSample{Done: done, Want: want, Took: took, OtherCPU: otherCPU})
 	}
-	return samples, plan, nil
+	return samples, nil
 }
 
 // workOrderCheck is what the harness checked of the order's rows: matching rows before (in the baseline's copy of
