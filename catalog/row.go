@@ -117,7 +117,7 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
 		delete(obj, k)
 	}
-	if in.Payload, err = json.Marshal(obj); err != nil {
+	if in.Payload, err = marshalPayload(obj); err != nil {
 		return in, rowErr("", "the event's fields could not be encoded")
 	}
 	in.PayloadSize = len(in.Payload)
