@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -78,13 +77,11 @@ const MaxFutureSkew = 24 * time.Hour
 // ParseRow validates one event. Rejections are EINVALID errors whose message names the field and the rule.
 func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	var in RowInput
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var obj map[string]any
-	if err := dec.Decode(&obj); err != nil || obj == nil {
+	obj, more, err := decodeEvent(raw)
+	if err != nil || obj == nil {
 		return in, rowErr("", "the event must be a JSON object")
 	}
-	if dec.More() {
+	if more {
 		return in, rowErr("", "the event must be a single JSON object")
 	}
 	// Before anything is read from it: decoding has already turned bytes that are not UTF-8 into U+FFFD, and the
@@ -95,7 +92,6 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	if err := normalizeObject(obj); err != nil {
 		return in, err
 	}
-	var err error
 	if in.IngestedAt, err = rc.parseIngestedAt(obj); err != nil {
 		return in, err
 	}
@@ -117,7 +113,7 @@ func (rc RowContext) ParseRow(raw []byte) (RowInput, error) {
 	for _, k := range []string{"timestamp", "_id", "_expiresAt", "_ttl", "_ingestedAt"} {
 		delete(obj, k)
 	}
-	if in.Payload, err = json.Marshal(obj); err != nil {
+	if in.Payload, err = marshalPayload(obj); err != nil {
 		return in, rowErr("", "the event's fields could not be encoded")
 	}
 	in.PayloadSize = len(in.Payload)

@@ -83,8 +83,6 @@ type Identity struct {
 	Value     string
 }
 
-var namespaceCodePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-
 // emailNamespaces are the namespace codes whose values compare without case: Adobe's Email namespace is
 // case-insensitive, so Alice@Example.com and alice@example.com are one person.
 var emailNamespaces = []string{"email"}
@@ -116,8 +114,20 @@ func CheckIdentity(field, namespace, value string) error {
 	return nil
 }
 
+// validNamespaceCode tells whether namespace is 1 to MaxNamespaceCodeLength letters, digits, _, . or -, starting
+// with a letter or digit. Every identity of every ingested row is checked, so it is a loop, not a regular expression.
 func validNamespaceCode(namespace string) bool {
-	return len(namespace) <= MaxNamespaceCodeLength && namespaceCodePattern.MatchString(namespace)
+	if namespace == "" || len(namespace) > MaxNamespaceCodeLength {
+		return false
+	}
+	for i := 0; i < len(namespace); i++ {
+		c := namespace[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func validIdentityValue(value string) bool {
@@ -135,13 +145,13 @@ func ParseIdentityMap(raw any) ([]string, error) {
 	}
 	var all, primary []string
 	for _, ns := range sortedKeys(m) {
-		field := "identityMap." + Clip(ns)
 		list, ok := m[ns].([]any)
 		if !ok {
+			field := "identityMap." + Clip(ns)
 			return nil, rowErr(field, "%s must be an array of {\"id\": …} objects, got %s", field, jsonType(m[ns]))
 		}
 		for i, e := range list {
-			key, isPrimary, err := identityEntry(ns, fmt.Sprintf("%s[%d]", field, i), e)
+			key, isPrimary, err := identityEntry(ns, i, e)
 			if err != nil {
 				return nil, err
 			}
@@ -161,23 +171,30 @@ func ParseIdentityMap(raw any) ([]string, error) {
 	return slices.Compact(all), nil
 }
 
-func identityEntry(ns, field string, raw any) (string, bool, error) {
+// identityEntry reads entry i of namespace ns of an identityMap. The entry's field name is built only to refuse it:
+// every identity of every ingested row passes here.
+func identityEntry(ns string, i int, raw any) (string, bool, error) {
+	field := func() string { return fmt.Sprintf("identityMap.%s[%d]", Clip(ns), i) }
 	entry, ok := raw.(map[string]any)
 	if !ok {
-		return "", false, rowErr(field, "%s must be an object with an id, got %s", field, jsonType(raw))
+		f := field()
+		return "", false, rowErr(f, "%s must be an object with an id, got %s", f, jsonType(raw))
 	}
 	id, ok := entry["id"].(string)
 	if !ok {
-		return "", false, rowErr(field+".id", "%s.id must be a string, got %s", field, jsonType(entry["id"]))
+		f := field()
+		return "", false, rowErr(f+".id", "%s.id must be a string, got %s", f, jsonType(entry["id"]))
 	}
-	if err := CheckIdentity(field, ns, id); err != nil {
-		return "", false, rowErr(field, "%s", ErrorMessage(err))
+	if !validNamespaceCode(ns) || !validIdentityValue(id) {
+		f := field()
+		return "", false, rowErr(f, "%s", ErrorMessage(CheckIdentity(f, ns, id)))
 	}
 	primary := false
 	if p, ok := entry["primary"]; ok && p != nil {
 		b, ok := p.(bool)
 		if !ok {
-			return "", false, rowErr(field+".primary", "%s.primary must be true or false, got %s", field, jsonType(p))
+			f := field()
+			return "", false, rowErr(f+".primary", "%s.primary must be true or false, got %s", f, jsonType(p))
 		}
 		primary = b
 	}
@@ -581,7 +598,7 @@ func DatasetPrimaryIdentity(ext map[string]any) (*PrimaryIdentity, error) {
 	if !ok || !nsOK || !pathOK || len(obj) != 2 {
 		return nil, Invalid("invalid-field", field, `%s must be {"namespace": <a namespace code>, "path": <the dotted path of the field holding the value>}`, field)
 	}
-	if len(ns) > MaxNamespaceCodeLength || !namespaceCodePattern.MatchString(ns) {
+	if !validNamespaceCode(ns) {
 		return nil, Invalid("invalid-field", field+".namespace", "%s.namespace must be 1 to %d letters, digits, _, . or - (starting with a letter or digit)", field, MaxNamespaceCodeLength)
 	}
 	segments := strings.Split(path, ".")
