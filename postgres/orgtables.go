@@ -45,6 +45,7 @@ var orgTables = []orgTable{
 	{name: "dataset_expiration_history", scope: byExpiring},
 	{name: "workorders", scope: byOrg},
 	{name: "workorder_parts", scope: `t.workorder_id IN (SELECT w.id FROM workorders w WHERE w.org_id = {org})`},
+	{name: "workorder_removals", scope: `t.workorder_id IN (SELECT w.id FROM workorders w WHERE w.org_id = {org})`},
 	{name: "retention_runs", scope: `t.org_id = {org} OR t.id IN (SELECT rd.run_id FROM retention_run_datasets rd WHERE rd.org_id = {org})`,
 		shared: true, removal: byOrg},
 	{name: "retention_run_datasets", scope: byOrg},
@@ -67,6 +68,7 @@ var notMoved = map[string]string{
 	"pending_listings":    "manifest entries a detached table holds back, of many orgs' rows: written out before the copy (flushOrgPending)",
 	"retention_schedule":  "each cell's schedule covers every org it holds",
 	"schema_migrations":   "the cell's schema version",
+	"workorder_passes":    "an order's plan of the cell's own partitions and blocks: the target plans its partitions anew when the order settles",
 	"org_moves":           "the move's own state, kept on each side",
 	"org_write_fences":    "the fence of the org on the source, which stays there (moved) after the move",
 }

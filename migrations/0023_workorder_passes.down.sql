@@ -1,0 +1,2 @@
+DROP TABLE workorder_removals;
+DROP TABLE workorder_passes;
