@@ -29,7 +29,7 @@ func byPasses(w *catalog.WorkOrder) bool { return w.IdentityCount > fewIdentitie
 // returns how many it planned. Each partition is cut into block ranges of about passRows rows; its last range is
 // open-ended, so that it reaches the rows appended after the plan. Called when the order is submitted, and again
 // when it settles, for the partitions that gained rows of its datasets since.
-func planPasses(ctx context.Context, tx pgx.Tx, id string) (int, error) {
+func planPasses(ctx context.Context, tx pgx.Tx, id string, rowsPerPass int64) (int, error) {
 	rows, err := tx.Query(ctx, `
 SELECT p.store, p.name, pg_relation_size(c.oid) / current_setting('block_size')::bigint,
        CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 60 END
@@ -48,7 +48,7 @@ ORDER BY p.store, p.name`, id)
 	var blocks int64
 	var perBlock float64
 	_, err = pgx.ForEachRow(rows, []any{&store, &name, &blocks, &perBlock}, func() error {
-		step := max(int64(passRows/max(perBlock, 1)), 1)
+		step := max(int64(float64(rowsPerPass)/max(perBlock, 1)), 1)
 		for from := int64(0); ; from += step {
 			stores, names, froms = append(stores, store), append(names, name), append(froms, from)
 			if from+step >= blocks {
@@ -116,6 +116,9 @@ WHERE workorder_id = $1 AND done_at IS NULL ORDER BY store, partition_name, from
 WHERE workorder_id = $1 AND store = $2 AND partition_name = $3 AND from_block = $4`,
 			id, string(p.store), p.partition, p.from, now, rows, held); err != nil {
 			return fmt.Errorf("end pass %s %d of %s: %w", p.partition, p.from, id, err)
+		}
+		if r.beforePassCommit != nil {
+			return r.beforePassCommit()
 		}
 		return nil
 	})
@@ -321,7 +324,7 @@ func (r *WorkOrderRunner) SettleWorkOrder(ctx context.Context, id string) (more 
 		if (w.Status != catalog.WorkOrderSubmitted && w.Status != catalog.WorkOrderIngested) || !byPasses(w) {
 			return nil
 		}
-		planned, err := planPasses(ctx, tx, id)
+		planned, err := planPasses(ctx, tx, id, r.passRows)
 		if err != nil || planned > 0 {
 			more = planned > 0
 			return err

@@ -14,14 +14,17 @@ import (
 // WorkOrderRunner carries out work orders (jobs.WorkOrderRepository). Every step locks the order's row first and acts
 // only from the state it expects, so that any replica may repeat any step: a part's rows are removed once.
 type WorkOrderRunner struct {
-	db      *DB
-	hashKey []byte
+	db       *DB
+	hashKey  []byte
+	passRows int64 // about how many rows a pass reads (passRows)
+	// beforePassCommit, when set, is called at the end of each pass's transaction; an error rolls it back.
+	beforePassCommit func() error
 }
 
 // NewWorkOrderRunner returns the runner of the orders kept in db; hashKey keys the identity hashes of its audit
 // events (catalog.IdentityHash).
 func NewWorkOrderRunner(db *DB, hashKey string) *WorkOrderRunner {
-	return &WorkOrderRunner{db: db, hashKey: []byte(hashKey)}
+	return &WorkOrderRunner{db: db, hashKey: []byte(hashKey), passRows: passRows}
 }
 
 // DueWorkOrders returns up to limit open orders, the oldest first.
@@ -116,7 +119,7 @@ func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err e
 			return nil
 		}
 		if byPasses(w) {
-			if _, err := planPasses(ctx, tx, id); err != nil {
+			if _, err := planPasses(ctx, tx, id, r.passRows); err != nil {
 				return err
 			}
 		}
