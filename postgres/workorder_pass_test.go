@@ -119,15 +119,17 @@ func (f *passFixture) requireDone(t *testing.T, id string, datasets ...string) {
 	f.b.requireCountersExact(t)
 }
 
-// TestWorkOrderPassesRemoveEachRowOnce: two replicas carry the same order of many identities at once, then a third
-// repeats it: the order's passes cover both partitions in several block ranges each, every pass is done once,
-// exactly the rows carrying the order's identities go (as first identity or beside another), each dataset has one
-// Delete event with its exact count, and the counters stay exact.
+// TestWorkOrderPassesRemoveEachRowOnce: two replicas carry one order of many identities at once, then a third
+// repeats it; a second order's passes are run one by one, and its settlement twice: each order's passes cover both
+// partitions in several block ranges each, every pass is done once, exactly the rows carrying the order's
+// identities go (as the only identity or beside another), each dataset has one Delete event with its exact count,
+// and the counters stay exact.
 func TestWorkOrderPassesRemoveEachRowOnce(t *testing.T) {
 	t.Parallel()
 	f := setupPasses(t, "one", "two")
 	ctx := context.Background()
-	id := f.order(t, catalog.AllDatasets)
+	one, two := f.datasets[0], f.datasets[1]
+	id := f.order(t, one)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range errs {
@@ -136,15 +138,41 @@ func TestWorkOrderPassesRemoveEachRowOnce(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	require.NoError(t, jobs.NewWorkOrders(f.runner(), nil).Execute(ctx, id), "a repeat does nothing")
+	f.requireAllPassesDone(t, id)
+	f.requireDone(t, id, one)
+
+	id = f.order(t, two)
+	r := f.runner()
+	_, err := r.ValidateWorkOrder(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, r.SubmitWorkOrder(ctx, id))
+	for {
+		ran, err := r.RunWorkOrderPass(ctx, id)
+		require.NoError(t, err)
+		if !ran {
+			break
+		}
+	}
+	for range 2 {
+		more, err := f.runner().SettleWorkOrder(ctx, id)
+		require.NoError(t, err)
+		require.False(t, more)
+	}
+	require.NoError(t, jobs.NewWorkOrders(f.runner(), nil).Execute(ctx, id))
 	ran, err := f.runner().RunWorkOrderPass(ctx, id)
 	require.NoError(t, err)
 	require.False(t, ran, "a completed order has no pass left")
+	f.requireAllPassesDone(t, id)
+	f.requireDone(t, id, two)
+}
 
-	planned, done, err := f.b.db.WorkOrderPasses(ctx, id)
+// requireAllPassesDone checks that the order was removed in several passes, all done.
+func (f *passFixture) requireAllPassesDone(t *testing.T, id string) {
+	t.Helper()
+	planned, done, err := f.b.db.WorkOrderPasses(context.Background(), id)
 	require.NoError(t, err)
 	require.Greater(t, planned, 4, "each partition is cut into several passes")
 	require.Equal(t, planned, done)
-	f.requireDone(t, id, f.datasets...)
 }
 
 // TestWorkOrderPassRolledBackRunsAgain: a pass whose transaction is lost (as under kill -9) leaves what the passes
