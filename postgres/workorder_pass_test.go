@@ -26,13 +26,14 @@ type passFixture struct {
 	b        *sweepBundle
 	datasets []string
 	want     map[string][]string // the rows each dataset keeps
+	gone     map[string][]string // the rows each dataset loses
 	erased   map[string]int64    // the rows each dataset loses
 	identity []catalog.Identity
 }
 
 func setupPasses(t *testing.T, names ...string) *passFixture {
 	t.Helper()
-	f := &passFixture{b: setupSweep(t), want: map[string][]string{}, erased: map[string]int64{}}
+	f := &passFixture{b: setupSweep(t), want: map[string][]string{}, gone: map[string][]string{}, erased: map[string]int64{}}
 	for _, name := range names {
 		ds := f.b.newDataset(t, name)
 		f.b.setTTL(t, ds, "P1Y")
@@ -60,12 +61,14 @@ func (f *passFixture) ingestPeople(t *testing.T, ds, prefix, ts string) {
 			fmt.Sprintf(`{"timestamp":%q,"_id":%q,"identityMap":{"ECID":[{"id":"%d"}],"email":[{"id":%q}]}}`, ts, ecid, i, email))
 		if i%3 == 0 {
 			f.erased[ds] += 2
+			f.gone[ds] = append(f.gone[ds], mail, ecid)
 			continue
 		}
 		f.want[ds] = append(f.want[ds], mail, ecid)
 	}
 	f.b.ingestLines(t, ds, lines...)
 	slices.Sort(f.want[ds])
+	slices.Sort(f.gone[ds])
 }
 
 // runner returns a runner whose passes read about 20 rows, so that each partition takes several.
@@ -177,11 +180,12 @@ func (f *passFixture) requireAllPassesDone(t *testing.T, id string) {
 
 // TestWorkOrderPassRolledBackRunsAgain: a pass whose transaction is lost (as under kill -9) leaves what the passes
 // before it did, counted, and nothing of its own; the next Execute runs it again and the order completes once, with
-// exact counts.
+// exact counts, the dataset whose store keeps a deletion manifest listing each row it lost once.
 func TestWorkOrderPassRolledBackRunsAgain(t *testing.T) {
 	t.Parallel()
 	f := setupPasses(t, "one", "two")
 	ctx := context.Background()
+	f.b.setManifest(t, f.datasets[0], true)
 	id := f.order(t, catalog.AllDatasets)
 	r := f.runner()
 	passes := 0
@@ -205,6 +209,9 @@ func TestWorkOrderPassRolledBackRunsAgain(t *testing.T) {
 	r.BeforePassCommit(nil)
 	require.NoError(t, jobs.NewWorkOrders(r, nil).Execute(ctx, id))
 	f.requireDone(t, id, f.datasets...)
+	m, listed := f.b.manifestIDs(t, catalog.Removal{Kind: catalog.RemovalWorkOrder, ID: id, DatasetID: f.datasets[0]})
+	require.Equal(t, f.gone[f.datasets[0]], listed)
+	require.Equal(t, []int64{f.erased[f.datasets[0]], f.erased[f.datasets[0]]}, []int64{m.Removed, m.Listed})
 }
 
 // TestWorkOrderPassesKeepAHeldDataset: a held dataset's rows stay while the other dataset's passes run, its part
