@@ -254,7 +254,7 @@ func (db *DB) WorkOrderPasses(ctx context.Context, id string) (planned, done int
 func (db *DB) WorkOrderPassPlan(ctx context.Context, partition string, datasets, keys []string) (string, error) {
 	var plan string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, passPlanSettings+`; SET LOCAL enable_seqscan = off`); err != nil {
+		if _, err := tx.Exec(ctx, blockScanSettings+`; SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
 		p := workOrderPass{store: catalog.LakeHouse, partition: partition}

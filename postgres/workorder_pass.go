@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -101,7 +102,7 @@ func (r *WorkOrderRunner) RunWorkOrderPass(ctx context.Context, id string) (ran 
 		err = tx.QueryRow(ctx, `SELECT store, partition_name, from_block, to_block FROM workorder_passes
 WHERE workorder_id = $1 AND done_at IS NULL ORDER BY store, partition_name, from_block LIMIT 1 FOR UPDATE`, id).
 			Scan(&p.store, &p.partition, &p.from, &p.to)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
@@ -177,12 +178,12 @@ type passRemoval struct {
 	matched  []string
 }
 
-// passDeleteSQL deletes the rows of the datasets $1 carrying any of the keys $2 from blocks %[2]s of partition
+// blockRemovalSQL deletes the rows of the datasets $1 carrying any of the keys $2 from blocks %[2]s of partition
 // %[1]s, and returns, per dataset, the rows of each setting, up to $3 row ids and the keys matched; %[3]s is the
 // manifest's listing, or nothing. A row's first identity is looked up in the keys' hash alone, the others only for
 // rows of several. The keys are a constant of the plan (an unnamed statement is planned with its parameters), which
 // the planner hashes.
-const passDeleteSQL = `WITH gone AS (
+const blockRemovalSQL = `WITH gone AS (
     DELETE FROM %[1]s r
     WHERE %[2]s AND r.dataset_id = ANY($1::text[]) AND r.identities IS NOT NULL
       AND (r.identities[1] = ANY($2::text[])
@@ -204,7 +205,7 @@ listed AS (
     FROM (SELECT g.dataset_id COLLATE "C" AS dataset_id, g.row_id, g.ts, ` + chunkOf + ` AS chunk
           FROM gone g WHERE g.dataset_id = ANY($7::text[])) e` + chunkGroups + `)`
 
-// passSQL is passDeleteSQL for pass p, listing the rows when list. The block range is written as constants (the
+// passSQL is blockRemovalSQL for pass p, listing the rows when list. The block range is written as constants (the
 // plan's own numbers), so that the planner sees a TID range.
 func passSQL(p workOrderPass, list bool) string {
 	blocks := fmt.Sprintf("r.ctid >= '(%d,0)'::tid", p.from)
@@ -215,7 +216,7 @@ func passSQL(p workOrderPass, list bool) string {
 	if list {
 		listing = passListSQL
 	}
-	return fmt.Sprintf(passDeleteSQL, pgx.Identifier{p.partition}.Sanitize(), blocks, listing)
+	return fmt.Sprintf(blockRemovalSQL, pgx.Identifier{p.partition}.Sanitize(), blocks, listing)
 }
 
 // passArgs are passSQL's arguments.
@@ -227,16 +228,16 @@ func passArgs(id string, p workOrderPass, datasets, keys, listed []string, now t
 	return args
 }
 
-// passPlanSettings are the pass statement's planner settings, for its transaction: JIT compiles the keys' hash
+// blockScanSettings are the pass statement's planner settings, for its transaction: JIT compiles the keys' hash
 // lookups for seconds, and an index on dataset_id, asked for every dataset of the order, reads the range's rows out of
 // block order; the range is read in block order (a TID range or sequential scan).
-const passPlanSettings = `SET LOCAL jit = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off`
+const blockScanSettings = `SET LOCAL jit = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off`
 
-// passPlanReset gives the rest of the transaction its usual plans.
-const passPlanReset = `SET LOCAL enable_indexscan = on; SET LOCAL enable_bitmapscan = on`
+// blockScanReset gives the rest of the transaction its usual plans.
+const blockScanReset = `SET LOCAL enable_indexscan = on; SET LOCAL enable_bitmapscan = on`
 
 func (r *WorkOrderRunner) deletePass(ctx context.Context, tx pgx.Tx, id string, p workOrderPass, datasets, keys, listed []string, now time.Time) ([]passRemoval, error) {
-	if _, err := tx.Exec(ctx, passPlanSettings); err != nil {
+	if _, err := tx.Exec(ctx, blockScanSettings); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, passSQL(p, len(listed) > 0), passArgs(id, p, datasets, keys, listed, now)...)
@@ -251,7 +252,7 @@ func (r *WorkOrderRunner) deletePass(ctx context.Context, tx pgx.Tx, id string, 
 	if err != nil {
 		return nil, fmt.Errorf("pass %s %d of %s: %w", p.partition, p.from, id, err)
 	}
-	if _, err := tx.Exec(ctx, passPlanReset); err != nil {
+	if _, err := tx.Exec(ctx, blockScanReset); err != nil {
 		return nil, err
 	}
 	return removed, nil
