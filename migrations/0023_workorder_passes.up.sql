@@ -8,6 +8,10 @@
 -- from which each dataset's part completes with its Delete event, as a run's Expire events come from
 -- retention_deletions. The ledger keeps keyed hashes of the identities matched (catalog.IdentityHash), never the
 -- identities.
+-- Whether the order goes by passes: decided when it is submitted (planPasses), when its datasets hold enough of the
+-- rows of the partitions that hold theirs; otherwise it removes dataset by dataset, through each dataset's index.
+ALTER TABLE workorders ADD COLUMN by_passes boolean NOT NULL DEFAULT false;
+
 CREATE TABLE workorder_passes (
     workorder_id   text        NOT NULL REFERENCES workorders (id) ON DELETE CASCADE,
     store          text        NOT NULL CHECK (store IN ('adobe_lakeHouse', 'adobe_unifiedProfile')),

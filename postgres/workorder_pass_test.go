@@ -323,3 +323,24 @@ func TestWorkOrderPassReadsBlocksInOrder(t *testing.T) {
 	require.NotContains(t, plan, "Index")
 	require.NotContains(t, plan, "Bitmap")
 }
+
+// TestWorkOrderOfASmallShareGoesDatasetByDataset: an order of many identities against a dataset holding a small
+// share of its partitions' rows plans no passes (they would read every other dataset's rows) and removes the rows
+// through the dataset's own statement, with its Delete event.
+func TestWorkOrderOfASmallShareGoesDatasetByDataset(t *testing.T) {
+	t.Parallel()
+	f := setupPasses(t, "big")
+	ctx := context.Background()
+	small := f.b.newDataset(t, "small")
+	f.b.setTTL(t, small, "P1Y")
+	f.b.ingestLines(t, small, identityLine("2024-12-30T10:00:00Z", "s1", "p0@example.com", true, ""),
+		identityLine("2024-12-30T10:00:00Z", "s2", "p1@example.com", true, ""))
+	id := f.order(t, small)
+	require.NoError(t, jobs.NewWorkOrders(f.runner(), nil).Execute(ctx, id))
+	planned, _, err := f.b.db.WorkOrderPasses(ctx, id)
+	require.NoError(t, err)
+	require.Zero(t, planned)
+	f.want[small], f.erased[small] = []string{"s2"}, 1
+	f.requireDone(t, id, small)
+	require.Len(t, f.b.rowIDsIn(t, "lake_rows", f.datasets[0]), 4*passPeople, "the other dataset is not the order's")
+}

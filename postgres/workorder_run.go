@@ -105,8 +105,8 @@ updated_by = $4, completed_at = $3 WHERE id = $1`, w.ID, reason, now, serviceUse
 	return writeAuditEvent(ctx, tx, ev)
 }
 
-// SubmitWorkOrder marks a validated order submitted: its removal is under way. An order of many identities plans
-// its passes in the same transaction (planPasses).
+// SubmitWorkOrder marks a validated order submitted: its removal is under way. An order of many identities over
+// enough of the rows decides to go by passes and plans them in the same transaction (planByPasses).
 func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err error) {
 	defer outage(&err)
 	now := r.db.now()
@@ -118,10 +118,8 @@ func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err e
 		if w.Status != catalog.WorkOrderValidated {
 			return nil
 		}
-		if byPasses(w) {
-			if _, err := planPasses(ctx, tx, id, r.passRows); err != nil {
-				return err
-			}
+		if err := planByPasses(ctx, tx, w, r.passRows); err != nil {
+			return err
 		}
 		return r.setStatus(ctx, tx, id, catalog.WorkOrderSubmitted, "", now)
 	})
