@@ -20,6 +20,12 @@ type WorkOrderRepository interface {
 	SubmitWorkOrder(ctx context.Context, id string) error
 	// WaitingParts returns the datasets of the order's parts still to do.
 	WaitingParts(ctx context.Context, id string) ([]string, error)
+	// RunWorkOrderPass runs the order's next pass not yet done (an order of many identities), and reports whether
+	// there was one.
+	RunWorkOrderPass(ctx context.Context, id string) (ran bool, err error)
+	// SettleWorkOrder completes the parts of an order removed in passes once every pass is done; more reports that
+	// it planned passes first.
+	SettleWorkOrder(ctx context.Context, id string) (more bool, err error)
 	// RunWorkOrderPart removes the order's rows from one dataset; held reports a held dataset, left as it is.
 	RunWorkOrderPart(ctx context.Context, id, datasetID string) (held bool, err error)
 	// FinishWorkOrder completes an order whose parts are done, or marks it ingested while a held one waits.
@@ -56,8 +62,9 @@ func (w *WorkOrders) Tick(ctx context.Context, queue WorkOrderQueue) error {
 }
 
 // Execute carries an order forward, each step its own transaction so that its status shows it: validated, submitted,
-// then one transaction per dataset, then completed (or ingested while a held dataset waits, for the next tick).
-// When ctx has less than half its time left after a part it returns ErrResume, so the job goes on in a new one: a
+// then one transaction per pass and the settlement (an order of many identities), then one per dataset left, then
+// completed (or ingested while a held dataset waits, for the next tick).
+// When ctx has less than half its time left after a pass or a part it returns ErrResume, so the job goes on in a new one: a
 // replica killed anywhere leaves the order at a step the next Execute resumes from.
 func (w *WorkOrders) Execute(ctx context.Context, id string) error {
 	status, err := w.repo.ValidateWorkOrder(ctx, id)
@@ -67,16 +74,19 @@ func (w *WorkOrders) Execute(ctx context.Context, id string) error {
 	if err := w.repo.SubmitWorkOrder(ctx, id); err != nil {
 		return leftToTick(err)
 	}
+	start := time.Now()
+	if err := w.runPasses(ctx, id, start); err != nil {
+		return err
+	}
 	parts, err := w.repo.WaitingParts(ctx, id)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	for _, ds := range parts {
 		if _, err := w.repo.RunWorkOrderPart(ctx, id, ds); err != nil {
 			return leftToTick(err)
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < deadline.Sub(start)/2 {
+		if outOfTime(ctx, start) {
 			return ErrResume
 		}
 	}
@@ -86,4 +96,33 @@ func (w *WorkOrders) Execute(ctx context.Context, id string) error {
 	}
 	w.logger.InfoContext(ctx, "work order carried forward", slog.String("workorder_id", id), slog.String("status", string(status)))
 	return nil
+}
+
+// runPasses runs the order's passes and settles it, until it is settled or ctx has less than half its time left
+// (ErrResume).
+func (w *WorkOrders) runPasses(ctx context.Context, id string, start time.Time) error {
+	for {
+		ran, err := w.repo.RunWorkOrderPass(ctx, id)
+		if err != nil {
+			return leftToTick(err)
+		}
+		if !ran {
+			more, err := w.repo.SettleWorkOrder(ctx, id)
+			if err != nil {
+				return leftToTick(err)
+			}
+			if !more {
+				return nil
+			}
+		}
+		if outOfTime(ctx, start) {
+			return ErrResume
+		}
+	}
+}
+
+// outOfTime reports whether ctx has less than half the time left it had at start.
+func outOfTime(ctx context.Context, start time.Time) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < deadline.Sub(start)/2
 }

@@ -646,6 +646,11 @@ func (b *sweepBundle) playWorkOrder(t *testing.T, sc scenario, ids []string, del
 	for p := range people {
 		identities = append(identities, catalog.Identity{Namespace: "email", Value: fmt.Sprintf("P%d@example.com", p)})
 	}
+	if rng.IntN(2) == 0 { // an order of many identities, removed in passes
+		for i := range 70 {
+			identities = append(identities, catalog.Identity{Namespace: "email", Value: fmt.Sprintf("nobody%d@example.com", i)})
+		}
+	}
 	ctx := context.Background()
 	var want []string
 	var erased int64

@@ -238,3 +238,31 @@ func (db *DB) IdentityDeletePlan(ctx context.Context, datasetID string, store ca
 	})
 	return plan, err
 }
+
+// SetPassRows makes the runner plan passes of about n rows (passRows), so that a test's few rows take several.
+func (r *WorkOrderRunner) SetPassRows(n int64) { r.passRows = n }
+
+// BeforePassCommit makes each pass call f at the end of its transaction; an error from f rolls the pass back. nil
+// stops it.
+func (r *WorkOrderRunner) BeforePassCommit(f func() error) { r.beforePassCommit = f }
+
+// WorkOrderPasses returns the order's passes: how many are planned and how many are done.
+func (db *DB) WorkOrderPasses(ctx context.Context, id string) (planned, done int, err error) {
+	err = db.Pool.QueryRow(ctx, `SELECT count(*), count(done_at) FROM workorder_passes WHERE workorder_id = $1`, id).Scan(&planned, &done)
+	return planned, done, err
+}
+
+// WorkOrderPassPlan is EXPLAIN (FORMAT JSON) of an order's pass over the whole of a partition for the datasets and
+// keys, under the pass's planner settings, with sequential scans priced out as on a table large enough that the
+// planner would rather read an index.
+func (db *DB) WorkOrderPassPlan(ctx context.Context, partition string, datasets, keys []string) (string, error) {
+	var plan string
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, blockScanSettings+`; SET LOCAL enable_seqscan = off`); err != nil {
+			return err
+		}
+		p := workOrderPass{store: catalog.LakeHouse, partition: partition}
+		return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+passSQL(p, false), passArgs("DI-plan", p, datasets, keys, nil, db.now())...).Scan(&plan)
+	})
+	return plan, err
+}

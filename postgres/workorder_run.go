@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,14 +14,17 @@ import (
 // WorkOrderRunner carries out work orders (jobs.WorkOrderRepository). Every step locks the order's row first and acts
 // only from the state it expects, so that any replica may repeat any step: a part's rows are removed once.
 type WorkOrderRunner struct {
-	db      *DB
-	hashKey []byte
+	db       *DB
+	hashKey  []byte
+	passRows int64 // about how many rows a pass reads (passRows)
+	// beforePassCommit, when set, is called at the end of each pass's transaction; an error rolls it back.
+	beforePassCommit func() error
 }
 
 // NewWorkOrderRunner returns the runner of the orders kept in db; hashKey keys the identity hashes of its audit
 // events (catalog.IdentityHash).
 func NewWorkOrderRunner(db *DB, hashKey string) *WorkOrderRunner {
-	return &WorkOrderRunner{db: db, hashKey: []byte(hashKey)}
+	return &WorkOrderRunner{db: db, hashKey: []byte(hashKey), passRows: passRows}
 }
 
 // DueWorkOrders returns up to limit open orders, the oldest first.
@@ -103,7 +105,8 @@ updated_by = $4, completed_at = $3 WHERE id = $1`, w.ID, reason, now, serviceUse
 	return writeAuditEvent(ctx, tx, ev)
 }
 
-// SubmitWorkOrder marks a validated order submitted: its removal is under way.
+// SubmitWorkOrder marks a validated order submitted: its removal is under way. An order of many identities over
+// enough of the rows decides to go by passes and plans them in the same transaction (planByPasses).
 func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err error) {
 	defer outage(&err)
 	now := r.db.now()
@@ -114,6 +117,9 @@ func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err e
 		}
 		if w.Status != catalog.WorkOrderValidated {
 			return nil
+		}
+		if err := planByPasses(ctx, tx, w, r.passRows); err != nil {
+			return err
 		}
 		return r.setStatus(ctx, tx, id, catalog.WorkOrderSubmitted, "", now)
 	})
@@ -182,46 +188,24 @@ func (r *WorkOrderRunner) lockForRemoval(ctx context.Context, tx pgx.Tx, dataset
 // maxAuditedIdentities bounds the identity hashes and row ids a part's Delete event lists; its counts are exact.
 const maxAuditedIdentities = 1000
 
+// removePart removes the dataset's rows of the order from each store, records each removal in the order's ledger and
+// completes the part from the ledger, with the rows the order's passes removed from the dataset before a hold kept
+// it out of them.
 func (r *WorkOrderRunner) removePart(ctx context.Context, tx pgx.Tx, w *catalog.WorkOrder, ds *catalog.Dataset, now time.Time) error {
 	var keys []string
 	if err := tx.QueryRow(ctx, `SELECT identities FROM workorders WHERE id = $1`, w.ID).Scan(&keys); err != nil {
 		return fmt.Errorf("read identities of %s: %w", w.ID, err)
 	}
-	perStore := map[catalog.Store]int64{}
-	var total int64
-	var rowIDs, matched []string
 	for _, store := range catalog.Stores {
 		res, err := r.db.rows.deleteRowsByIdentity(ctx, tx, w.ID, ds.ID, store, keys, now)
 		if err != nil {
 			return err
 		}
-		perStore[store], total = res.n, total+res.n
-		rowIDs, matched = append(rowIDs, res.rowIDs...), append(matched, res.matched...)
+		if err := r.recordPartRemoval(ctx, tx, w.ID, ds.ID, store, res, now); err != nil {
+			return err
+		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE workorder_parts SET status = 'completed', lake_rows = $3, profile_rows = $4, completed_at = $5
-WHERE workorder_id = $1 AND dataset_id = $2`, w.ID, ds.ID, perStore[catalog.LakeHouse], perStore[catalog.Profile], now); err != nil {
-		return fmt.Errorf("complete part %s of %s: %w", ds.ID, w.ID, err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE workorders SET rows_deleted = rows_deleted + $2, updated_at = $3 WHERE id = $1`, w.ID, total, now); err != nil {
-		return fmt.Errorf("count rows of %s: %w", w.ID, err)
-	}
-	slices.Sort(matched)
-	matched = slices.Compact(matched)
-	slices.Sort(rowIDs)
-	rowIDs = slices.Compact(rowIDs)
-	hashes := make([]string, 0, min(len(matched), maxAuditedIdentities))
-	for _, k := range matched[:min(len(matched), maxAuditedIdentities)] {
-		hashes = append(hashes, catalog.IdentityHash(r.hashKey, k))
-	}
-	slices.Sort(hashes)
-	stores := map[string]any{}
-	for st, n := range perStore {
-		stores[string(st)] = n
-	}
-	return writeAuditEvent(ctx, tx, datasetEvent(workOrderCaller(w), ds, audit.ActionDelete, now, map[string]any{
-		"workorderId": w.ID, "identities": w.IdentityCount, "identitiesMatched": len(matched), "identityHashes": hashes,
-		"rowsDeleted": total, "stores": stores, "rowIds": rowIDs[:min(len(rowIDs), maxAuditedIdentities)],
-	}))
+	return r.completePart(ctx, tx, w, ds, now)
 }
 
 // FinishWorkOrder ends a submitted (or ingested) order whose parts are all done: completed, its identities erased
