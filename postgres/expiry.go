@@ -231,12 +231,15 @@ const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
 
 // groupExpiredCondition is true for a counter group st (as in groupDeletable) every row of which has expired by @at,
 // from the counters alone: its rows were placed under a TTL with placed expiries before the partition's end, which
-// has come, under a setting still in force at that end. retention.Expired holds for each such row: its expiry under
-// h came before h ended, after it arrived. It is groupDeletable without the grace, and what the expired backlog
-// counts (backlog.go): a group of the current month, or of a setting replaced before its month ended, is not counted
-// until a run removes it, since the counters cannot tell which of its rows have expired.
+// has come, under a setting still in force at that end and when the group's latest row arrived. retention.Expired
+// holds for each such row: its expiry under h came before h ended, after it arrived. It is groupDeletable without
+// the grace, and what the expired backlog counts (backlog.go): a group of the current month, or of a setting
+// replaced before its month ended, is not counted until a run removes it, since the counters cannot tell which of
+// its rows have expired. A row stored under a setting that ended at or before its ingestion time (a change and an
+// ingestion at the same instant, or a change whose clock was read before an ingestion that committed first) was
+// never judged by that setting, so its group is left to the rule, row by row.
 const groupExpiredCondition = `(h.ttl IS NOT NULL AND p.upper_bound <= @at
-        AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound))`
+        AND (h.effective_until IS NULL OR (h.effective_until >= p.upper_bound AND h.effective_until > st.max_ingested_at)))`
 
 // groupExpiredBy is, for a group for which groupExpiredCondition holds, a time by which every row of it had
 // expired, from the counters: the end of its partition's range, before which every placed expiry in it lies. In the

@@ -45,7 +45,7 @@ const (
 // scenarioStats is what the scenarios of one run exercised, for the summary line and the coverage checks.
 type scenarioStats struct {
 	scenarios, failures, rows, drops, interrupted, kept, removed, centuries, imports, resent, deletedDatasets, records atomic.Int64
-	workOrders, erased                                                                                                 atomic.Int64
+	workOrders, erased, racingChanges                                                                                  atomic.Int64
 }
 
 // TestExpiryScenarios plays the generated scenarios, each on a database of its own.
@@ -68,14 +68,15 @@ func TestExpiryScenarios(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d, record datasets %d, work orders %d erasing %d rows)",
+	t.Logf("expiry property test: %d scenarios, %d rows, %s, failures: %d (drops in %d, interrupted runs %d, centuries %d, record datasets %d, work orders %d erasing %d rows, changes at an ingestion's instant %d)",
 		stats.scenarios.Load(), stats.rows.Load(), time.Since(start).Round(time.Second), stats.failures.Load(),
-		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load(), stats.records.Load(), stats.workOrders.Load(), stats.erased.Load())
+		stats.drops.Load(), stats.interrupted.Load(), stats.centuries.Load(), stats.records.Load(), stats.workOrders.Load(), stats.erased.Load(), stats.racingChanges.Load())
 	if len(seeds) >= proptestDefault && !t.Failed() {
 		for name, n := range map[string]int64{"whole-partition drops": stats.drops.Load(), "interrupted runs": stats.interrupted.Load(),
 			"rows kept": stats.kept.Load(), "rows removed": stats.removed.Load(), "centuries": stats.centuries.Load(),
 			"imported rows": stats.imports.Load(), "re-sent ids": stats.resent.Load(), "deleted datasets": stats.deletedDatasets.Load(),
-			"record datasets": stats.records.Load(), "work orders": stats.workOrders.Load(), "rows erased by work orders": stats.erased.Load()} {
+			"record datasets": stats.records.Load(), "work orders": stats.workOrders.Load(), "rows erased by work orders": stats.erased.Load(),
+			"changes at an ingestion's instant": stats.racingChanges.Load()} {
 			require.Positive(t, n, "the scenarios exercise %s", name)
 		}
 	}
@@ -135,6 +136,7 @@ type step struct {
 	resent  int      // ingest: how many of them carry an _id an earlier ingestion stored
 	imports bool     // ingest: _ingestedAt allowed
 	d       time.Duration
+	behind  time.Duration // setTTL: the change's clock is this far behind the scenario's, as a replica's may be
 }
 
 // scenarioStart is the clock's time when a scenario begins, as setupSweep sets it.
@@ -149,6 +151,7 @@ func drawScenario(seed uint64) scenario {
 	sc := scenario{seed: seed, datasets: 1 + rng.IntN(4), centuries: rng.IntN(5) == 0}
 	// Drawn apart, so that every draw of rng, and so every scenario drawn before record datasets, stays as it was.
 	behaviors := rand.New(rand.NewPCG(seed, 2026))
+	racing := rand.New(rand.NewPCG(seed, 3232))
 	sc.records = make([]bool, sc.datasets)
 	for i := range sc.records {
 		sc.records[i] = behaviors.IntN(3) == 0
@@ -171,6 +174,12 @@ func drawScenario(seed uint64) scenario {
 			if rng.IntN(5) != 0 {
 				lines, resent := drawLines(rng, now, epoch, 5+rng.IntN(30), lineKind{overrides[ds], imports[ds], sc.centuries, sc.records[ds]})
 				sc.steps = append(sc.steps, step{kind: stepIngest, ds: ds, lines: lines, resent: resent, imports: imports[ds]})
+				if racing.IntN(4) == 0 {
+					// A change at the ingestion's instant, or with a clock read before it: the rows were stored under
+					// the setting it ends, which never judged them.
+					behind := time.Duration(racing.IntN(3)) * time.Minute
+					sc.steps = append(sc.steps, step{kind: stepSetTTL, ds: ds, ttl: ttls[racing.IntN(len(ttls))], behind: behind})
+				}
 			}
 			d := time.Duration(rng.IntN(60*24)) * time.Hour
 			if sc.centuries && rng.IntN(3) == 0 {
@@ -349,6 +358,9 @@ func playScenario(t *testing.T, sc scenario, stats *scenarioStats) {
 	require.ElementsMatch(t, wantVisible, visible, "reads hide exactly the expired rows")
 
 	b.requirePreviewsExact(t, live, before, history, sc.grace)
+	for _, id := range live {
+		b.requireBacklog(t, id)
+	}
 
 	// A partition detached by a run that stopped before dropping it goes with this sweep's drops.
 	_, err := b.db.Pool.Exec(context.Background(), `CREATE TABLE lake_rows_p200001_gone1 (LIKE lake_rows)`)
@@ -438,10 +450,16 @@ func (b *sweepBundle) build(t *testing.T, sc scenario, stats *scenarioStats) (id
 		ids = append(ids, b.newDatasetOf(t, fmt.Sprintf("ds%d", i), behavior))
 	}
 	deleted, writes = map[string]bool{}, map[string]time.Time{}
-	for _, s := range sc.steps {
+	for i, s := range sc.steps {
 		switch s.kind {
 		case stepSetTTL:
+			now := b.now
+			b.now = now.Add(-s.behind)
 			b.setTTL(t, ids[s.ds], s.ttl)
+			b.now = now
+			if i > 0 && sc.steps[i-1].kind == stepIngest && sc.steps[i-1].ds == s.ds {
+				stats.racingChanges.Add(1)
+			}
 		case stepIngest:
 			b.ingestEvents(t, ids[s.ds], s.lines, s.imports)
 			if sc.records[s.ds] {

@@ -111,6 +111,9 @@ type previewGroup struct {
 	settingID   int64
 	rows        int64
 	maxIngested time.Time
+	// arrivedUnder: the group's setting was still in force when its latest row arrived, so it judged every row of
+	// the group (retention.Expired); a change at or before an ingestion's time leaves it false.
+	arrivedUnder bool
 }
 
 // count returns the rows the question counts and the rows stored, reading only the partitions that hold the
@@ -144,8 +147,9 @@ func (q previewQuestion) count(ctx context.Context, tx pgx.Tx, datasetID string,
 	for _, g := range groups {
 		stored += g.rows
 		if g.partition.kind == pastPartition {
-			// Placed there because they had expired when they arrived: they stay expired, and go once past the grace.
-			if !q.grace.AddTo(g.maxIngested).After(q.at) {
+			// Placed there because they had expired when they arrived under a setting in force then: they stay
+			// expired, and go once past the grace.
+			if g.arrivedUnder && !q.grace.AddTo(g.maxIngested).After(q.at) {
 				counted += g.rows
 				continue
 			}
@@ -223,8 +227,10 @@ WHERE r.dataset_id = @dataset AND `+part.sql()+` AND r.setting_id = @setting AND
 
 // selectPreviewGroups reads the dataset's counters in the store, with their partitions' ranges.
 const selectPreviewGroups = `
-SELECT p.lower_bound, p.upper_bound, st.setting_id, st.row_count, st.max_ingested_at
+SELECT p.lower_bound, p.upper_bound, st.setting_id, st.row_count, st.max_ingested_at,
+  coalesce(h.effective_until IS NULL OR h.effective_until > st.max_ingested_at, false)
 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
+LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_id
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0`
 
 func previewGroups(ctx context.Context, tx pgx.Tx, datasetID string, store catalog.Store) ([]previewGroup, error) {
@@ -235,7 +241,7 @@ func previewGroups(ctx context.Context, tx pgx.Tx, datasetID string, store catal
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (previewGroup, error) {
 		var g previewGroup
 		var lower, upper pgtype.Timestamptz
-		if err := row.Scan(&lower, &upper, &g.settingID, &g.rows, &g.maxIngested); err != nil {
+		if err := row.Scan(&lower, &upper, &g.settingID, &g.rows, &g.maxIngested, &g.arrivedUnder); err != nil {
 			return g, err
 		}
 		g.partition = partitionSpec{store: store, lower: lower.Time, upper: upper.Time}
