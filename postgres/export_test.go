@@ -252,17 +252,17 @@ func (db *DB) WorkOrderPasses(ctx context.Context, id string) (planned, done int
 	return planned, done, err
 }
 
-// WorkOrderPassPlan is EXPLAIN (FORMAT JSON) of an order's pass over the whole of a partition for the datasets and
-// keys, under the pass's planner settings, with sequential scans priced out as on a table large enough that the
-// planner would rather read an index.
-func (db *DB) WorkOrderPassPlan(ctx context.Context, partition string, datasets, keys []string) (string, error) {
+// WorkOrderPassPlan is EXPLAIN (FORMAT JSON) of order id's pass over the whole of a partition for the datasets,
+// under the pass's planner settings, with sequential scans priced out as on a table large enough that the planner
+// would rather read an index.
+func (db *DB) WorkOrderPassPlan(ctx context.Context, id, partition string, datasets []string) (string, error) {
 	var plan string
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, blockScanSettings+`; SET LOCAL enable_seqscan = off`); err != nil {
 			return err
 		}
 		p := workOrderPass{store: catalog.LakeHouse, partition: partition}
-		return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+passSQL(p, false), passArgs("DI-plan", p, datasets, keys, nil, db.now())...).Scan(&plan)
+		return tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+passSQL(p, false), passArgs(id, p, datasets, nil, db.now())...).Scan(&plan)
 	})
 	return plan, err
 }

@@ -179,21 +179,22 @@ AND to_regclass(quote_ident($1)) IS NOT NULL`, p.partition, string(p.store)).Sca
 	if err != nil {
 		return 0, nil, err
 	}
-	var keys, datasets, heldHere, listed []string
-	if err := tx.QueryRow(ctx, `SELECT w.identities,
+	var hasKeys bool
+	var datasets, heldHere, listed []string
+	if err := tx.QueryRow(ctx, `SELECT cardinality(w.identities) > 0,
   coalesce(ARRAY(SELECT p.dataset_id FROM workorder_parts p JOIN datasets d ON d.id = p.dataset_id
                  WHERE p.workorder_id = w.id AND p.status = 'waiting' AND d.deleted_at IS NULL
                    AND NOT p.dataset_id = ANY($2::text[]) ORDER BY 1), '{}'),
   coalesce(ARRAY(SELECT p.dataset_id FROM workorder_parts p
                  WHERE p.workorder_id = w.id AND p.status = 'waiting' AND p.dataset_id = ANY($2::text[]) ORDER BY 1), '{}'),
   coalesce(ARRAY(SELECT e.dataset_id FROM row_expirations e WHERE e.store = $3 AND e.deletion_manifest), '{}')
-FROM workorders w WHERE w.id = $1`, w.ID, held, string(p.store)).Scan(&keys, &datasets, &heldHere, &listed); err != nil {
+FROM workorders w WHERE w.id = $1`, w.ID, held, string(p.store)).Scan(&hasKeys, &datasets, &heldHere, &listed); err != nil {
 		return 0, nil, fmt.Errorf("read the datasets of %s: %w", w.ID, err)
 	}
-	if len(datasets) == 0 || len(keys) == 0 {
+	if len(datasets) == 0 || !hasKeys {
 		return 0, heldHere, nil
 	}
-	removed, err := r.deletePass(ctx, tx, w.ID, p, datasets, keys, listed, now)
+	removed, err := r.deletePass(ctx, tx, w.ID, p, datasets, listed, now)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -211,21 +212,25 @@ type passRemoval struct {
 	matched  []string
 }
 
-// blockRemovalSQL deletes the rows of the datasets $1 carrying any of the keys $2 from blocks %[2]s of partition
-// %[1]s, and returns, per dataset, the rows of each setting, up to $3 row ids and the keys matched; %[3]s is the
-// manifest's listing, or nothing. A row's first identity is looked up in the keys' hash alone, the others only for
-// rows of several. The keys are a constant of the plan (an unnamed statement is planned with its parameters), which
-// the planner hashes.
-const blockRemovalSQL = `WITH gone AS (
+// blockRemovalSQL deletes the rows of the datasets $1 carrying any of the keys of order $2 from blocks %[2]s of
+// partition %[1]s, and returns, per dataset, the rows of each setting, up to $3 row ids and the keys matched; %[3]s is
+// the manifest's listing, or nothing. The keys are read in the statement and hashed once (a hashed SubPlan: an IN
+// under an OR is not turned into a join), a row's first identity probed in that hash, the others only for rows of
+// several. Sent as a constant array instead, 100,000 keys cost 3 MB each way a pass and about 0.1 s of planning, the
+// planner estimating each element. dataset_id is compared as an expression, so that no index on it is read: the
+// blocks are read in order (a TID range scan), where an index over every dataset of the order reads them out of order.
+const blockRemovalSQL = `WITH keys AS MATERIALIZED (SELECT unnest(w.identities) AS k FROM workorders w WHERE w.id = $2),
+gone AS (
     DELETE FROM %[1]s r
-    WHERE %[2]s AND r.dataset_id = ANY($1::text[]) AND r.identities IS NOT NULL
-      AND (r.identities[1] = ANY($2::text[])
-           OR (cardinality(r.identities) > 1 AND EXISTS (SELECT 1 FROM unnest(r.identities[2:]) u(k) WHERE u.k = ANY($2::text[]))))
+    WHERE %[2]s AND (r.dataset_id || '') = ANY($1::text[]) AND r.identities IS NOT NULL
+      AND (r.identities[1] IN (SELECT k FROM keys)
+           OR (cardinality(r.identities) > 1
+               AND EXISTS (SELECT 1 FROM unnest(r.identities[2:]) u(k) WHERE (u.k IN (SELECT k FROM keys)) IS TRUE)))
     RETURNING r.dataset_id, r.setting_id, r.row_id, r.ts, r.identities)%[3]s,
 counts AS (SELECT dataset_id, setting_id, count(*)::bigint AS n FROM gone GROUP BY 1, 2),
 ids AS (SELECT dataset_id, (array_agg(DISTINCT row_id COLLATE "C"))[1:$3] AS ids FROM gone GROUP BY 1),
 matched AS (SELECT g.dataset_id, array_agg(DISTINCT u.k) AS ks FROM gone g, unnest(g.identities) u(k)
-            WHERE u.k = ANY($2::text[]) GROUP BY 1)
+            WHERE u.k IN (SELECT k FROM keys) GROUP BY 1)
 SELECT i.dataset_id, ARRAY(SELECT c.setting_id FROM counts c WHERE c.dataset_id = i.dataset_id ORDER BY 1),
        ARRAY(SELECT c.n FROM counts c WHERE c.dataset_id = i.dataset_id ORDER BY c.setting_id), i.ids, coalesce(m.ks, '{}')
 FROM ids i LEFT JOIN matched m ON m.dataset_id = i.dataset_id ORDER BY 1`
@@ -253,27 +258,23 @@ func passSQL(p workOrderPass, list bool) string {
 }
 
 // passArgs are passSQL's arguments.
-func passArgs(id string, p workOrderPass, datasets, keys, listed []string, now time.Time) []any {
-	args := []any{pgx.QueryExecModeExec, datasets, keys, maxAuditedIdentities}
+func passArgs(id string, p workOrderPass, datasets, listed []string, now time.Time) []any {
+	args := []any{pgx.QueryExecModeExec, datasets, id, maxAuditedIdentities}
 	if len(listed) > 0 {
 		args = append(args, id, string(p.store), now, listed)
 	}
 	return args
 }
 
-// blockScanSettings are the pass statement's planner settings, for its transaction: JIT compiles the keys' hash
-// lookups for seconds, and an index on dataset_id, asked for every dataset of the order, reads the range's rows out of
-// block order; the range is read in block order (a TID range or sequential scan).
-const blockScanSettings = `SET LOCAL jit = off; SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off`
+// blockScanSettings are the pass statement's planner settings, for its transaction: JIT would compile the
+// statement's expressions for longer than a pass reads.
+const blockScanSettings = `SET LOCAL jit = off`
 
-// blockScanReset gives the rest of the transaction its usual plans.
-const blockScanReset = `SET LOCAL enable_indexscan = on; SET LOCAL enable_bitmapscan = on`
-
-func (r *WorkOrderRunner) deletePass(ctx context.Context, tx pgx.Tx, id string, p workOrderPass, datasets, keys, listed []string, now time.Time) ([]passRemoval, error) {
+func (r *WorkOrderRunner) deletePass(ctx context.Context, tx pgx.Tx, id string, p workOrderPass, datasets, listed []string, now time.Time) ([]passRemoval, error) {
 	if _, err := tx.Exec(ctx, blockScanSettings); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, passSQL(p, len(listed) > 0), passArgs(id, p, datasets, keys, listed, now)...)
+	rows, err := tx.Query(ctx, passSQL(p, len(listed) > 0), passArgs(id, p, datasets, listed, now)...)
 	if err != nil {
 		return nil, fmt.Errorf("pass %s %d of %s: %w", p.partition, p.from, id, err)
 	}
@@ -284,9 +285,6 @@ func (r *WorkOrderRunner) deletePass(ctx context.Context, tx pgx.Tx, id string, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pass %s %d of %s: %w", p.partition, p.from, id, err)
-	}
-	if _, err := tx.Exec(ctx, blockScanReset); err != nil {
-		return nil, err
 	}
 	return removed, nil
 }
