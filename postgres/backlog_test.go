@@ -438,14 +438,57 @@ func TestServiceBacklogReportsHeldRowsApart(t *testing.T) {
 	require.Equal(t, int64(100), b.requireBacklog(t, held).figure, "a release changes what may go, not what has expired")
 }
 
-// TestRowsArrivingAsTheirSettingEndsFollowTheNextSetting: rows stored under a setting that a change ends at the
-// instant they arrive, or before it (a PATCH whose clock was read before an ingestion that committed first), were
-// never judged by that setting (retention.Expired): the rows that arrived expired under P3M, lengthened to P1Y, stay
-// until P1Y expires them. Neither the backlog counts them nor a preview or a run's drop of their partition takes
-// them, whatever the counters of their group say.
-func TestRowsArrivingAsTheirSettingEndsFollowTheNextSetting(t *testing.T) {
+// racingChange stores 500 rows at P3M, one a day back from 2025-03-10, then lengthens the TTL to P1Y with a clock
+// behind the ingestion's by behind (0: the same instant), as a replica's may be or as a change that read its clock
+// before an ingestion committed first, and returns the dataset and the ingestion's time; the clock is then two
+// hours later.
+func (b *sweepBundle) racingChange(t *testing.T, behind time.Duration) (string, time.Time) {
+	t.Helper()
+	id := b.newDataset(t, "racing")
+	b.setTTL(t, id, "P3M")
+	b.now = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
+	b.ingestSeries(t, id, 500, 24*time.Hour)
+	ingestedAt := b.now
+	b.now = ingestedAt.Add(-behind)
+	b.setTTL(t, id, "P1Y")
+	b.now = ingestedAt.Add(2 * time.Hour)
+	return id, ingestedAt
+}
+
+// requireRuleHolds checks the backlog, the previews and a run against the Go rule on the dataset's rows, and
+// returns the rows the rule keeps and how many it expires.
+func (b *sweepBundle) requireRuleHolds(t *testing.T, id string) (keep []string, expired int64) {
+	t.Helper()
+	history := b.history(t)[id]
+	for _, r := range b.allRows(t) {
+		if retention.Expired(r.row, history, b.now) {
+			expired++
+			continue
+		}
+		keep = append(keep, r.id)
+	}
+	check := b.requireBacklog(t, id)
+	require.Equal(t, expired, check.expired)
+	b.requirePreviewsExact(t, []string{id}, b.allRows(t), b.history(t), retention.Period{})
+	removed := b.sweep(t, "00000000-0000-0000-0000-0000000018a1", retention.Period{}, true)
+	b.release(t)
+	require.Equal(t, expired, removed[id], "the run removes exactly the expired rows")
+	var kept []string
+	for _, r := range b.allRows(t) {
+		kept = append(kept, r.id)
+	}
+	require.ElementsMatch(t, keep, kept)
+	b.requireCountersExact(t)
+	return keep, expired
+}
+
+// TestAChangeEndsItsSettingAfterTheIngestionsStoredUnderIt: a TTL change at an ingestion's instant, or with a
+// clock behind it, ends the setting the rows were stored under just after them, and the new setting starts there:
+// the rows that had expired on arrival under P3M stay expired when P1Y lengthens it (a lengthening never brings a
+// row back), and reads show the same rows before and after the change.
+func TestAChangeEndsItsSettingAfterTheIngestionsStoredUnderIt(t *testing.T) {
 	t.Parallel()
-	for name, behind := range map[string]time.Duration{"SameInstant": 0, "ChangeClockBehind": 3 * time.Minute} {
+	for name, behind := range map[string]time.Duration{"SameInstant": 0, "ChangeClockBehind": 3 * time.Millisecond} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
@@ -453,38 +496,68 @@ func TestRowsArrivingAsTheirSettingEndsFollowTheNextSetting(t *testing.T) {
 			b.setTTL(t, id, "P3M")
 			b.now = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 			b.ingestSeries(t, id, 500, 24*time.Hour)
+			visible := func() int {
+				page, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 1000})
+				require.NoError(t, err)
+				return len(page.Rows)
+			}
+			before := visible()
+			require.Equal(t, 90, before, "the rows of the last 90 days, within P3M")
 			ingestedAt := b.now
 			b.now = ingestedAt.Add(-behind)
 			b.setTTL(t, id, "P1Y")
-			b.now = ingestedAt.Add(2 * time.Hour)
+			b.now = ingestedAt
+			require.Equal(t, before, visible(), "lengthening brings no row back")
 
 			history := b.history(t)[id]
 			require.Len(t, history, 3, "the default, P3M, P1Y")
+			require.Equal(t, ingestedAt.Add(time.Microsecond), history[1].Until.UTC(), "P3M ends just after the rows it stored")
+			require.Equal(t, *history[1].Until, history[2].From, "P1Y starts where P3M ended")
+			b.now = ingestedAt.Add(2 * time.Hour)
+			keep, expired := b.requireRuleHolds(t, id)
+			require.Len(t, keep, 90)
+			require.Equal(t, int64(410), expired)
+		})
+	}
+}
+
+// TestAChangeMovesAtMostAMinuteForAnImportFromTheFuture: an import whose _ingestedAt is ahead of the clock holds a
+// change back by at most settingEndSlack.
+func TestAChangeMovesAtMostAMinuteForAnImportFromTheFuture(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	id := b.newDataset(t, "imported")
+	b.setTTL(t, id, "P3M")
+	b.now = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
+	b.ingestEvents(t, id, []string{`{"timestamp":"2025-03-01T00:00:00Z","_id":"late","_ingestedAt":"2026-01-01T00:00:00Z"}`}, true)
+	b.setTTL(t, id, "P1Y")
+	history := b.history(t)[id]
+	require.Len(t, history, 3)
+	require.Equal(t, b.now.Add(time.Minute), history[1].Until.UTC())
+	require.Equal(t, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), history[0].Until.UTC(), "a setting that stored no row ends at the change's time")
+}
+
+// TestRowsStoredAfterTheirSettingEndedFollowTheNextSetting: in a history written before changes ended their
+// setting after its ingestions (endSetting), rows may be stored under a setting that ended at or before they
+// arrived. The rule never judged them by it (retention.Expired): the rows that arrived expired under P3M, lengthened
+// to P1Y, stay until P1Y expires them, and neither the backlog counts them nor a preview or a run's drop of their
+// partition takes them, whatever the counters of their group say.
+func TestRowsStoredAfterTheirSettingEndedFollowTheNextSetting(t *testing.T) {
+	t.Parallel()
+	for name, behind := range map[string]time.Duration{"SameInstant": 0, "ChangeClockBehind": 3 * time.Minute} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupSweep(t)
+			id, ingestedAt := b.racingChange(t, 0)
+			_, err := b.db.Pool.Exec(context.Background(), `
+				WITH ended AS (UPDATE ttl_settings SET effective_until = $2 WHERE dataset_id = $1 AND effective_until > $2)
+				UPDATE ttl_settings SET effective_from = $2 WHERE dataset_id = $1 AND effective_from > $2`, id, ingestedAt.Add(-behind))
+			require.NoError(t, err)
+			history := b.history(t)[id]
 			require.False(t, history[1].Until.After(ingestedAt), "P3M ended as the rows arrived")
-			var keep []string
-			var expired int64
-			for _, r := range b.allRows(t) {
-				if retention.Expired(r.row, history, b.now) {
-					expired++
-					continue
-				}
-				keep = append(keep, r.id)
-			}
+			keep, expired := b.requireRuleHolds(t, id)
 			require.Len(t, keep, 365, "a year of rows is within P1Y")
 			require.Equal(t, int64(135), expired, "the rows older than a year")
-
-			check := b.requireBacklog(t, id)
-			require.Equal(t, expired, check.expired)
-			b.requirePreviewsExact(t, []string{id}, b.allRows(t), b.history(t), retention.Period{})
-			removed := b.sweep(t, "00000000-0000-0000-0000-0000000018a1", retention.Period{}, true)
-			b.release(t)
-			require.Equal(t, expired, removed[id], "the run removes the rows older than a year, and only those")
-			var kept []string
-			for _, r := range b.allRows(t) {
-				kept = append(kept, r.id)
-			}
-			require.ElementsMatch(t, keep, kept)
-			b.requireCountersExact(t)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,19 +38,31 @@ const selectCurrentSettings = `
 SELECT store, id FROM ttl_settings WHERE dataset_id = $1 AND effective_until IS NULL`
 
 const (
-	// GREATEST keeps the history ordered when replicas' clocks differ by a little.
-	endSetting = `UPDATE ttl_settings SET effective_until = GREATEST($3, effective_from)
-WHERE dataset_id = $1 AND store = $2 AND effective_until IS NULL`
-	insertSetting = `INSERT INTO ttl_settings (dataset_id, store, ttl, effective_from, earlier_ttl_until, earlier_expired_through)
+	// endSetting ends the setting in force at $3, or later: after it started, when replicas' clocks differ by a
+	// little, and after the latest ingestion stored under it (its counters' max_ingested_at), by at most
+	// settingEndSlack. An ingestion whose clock was read after the change's, or at the same instant, but that
+	// committed first (the change waits for it on the dataset's row) stored its rows under this setting, and reads
+	// judged them by it: ended before them, the setting would no longer apply to them (retention.Expired), and a
+	// lengthening would bring back rows that had expired on arrival.
+	endSetting = `UPDATE ttl_settings h SET effective_until = GREATEST($3, h.effective_from,
+    (SELECT max(LEAST(st.max_ingested_at + interval '1 microsecond', $3::timestamptz + ` + settingEndSlack + `))
+     FROM row_stats st WHERE st.dataset_id = h.dataset_id AND st.setting_id = h.id))
+WHERE h.dataset_id = $1 AND h.store = $2 AND h.effective_until IS NULL
+RETURNING h.effective_until`
+	// settingEndSlack bounds how far past its clock a change's start moves for ingestions stored under the setting it
+	// ends: the clocks of replicas differ by far less; an import's _ingestedAt in the future does not hold it back.
+	settingEndSlack = `interval '1 minute'`
+	insertSetting   = `INSERT INTO ttl_settings (dataset_id, store, ttl, effective_from, earlier_ttl_until, earlier_expired_through)
 VALUES ($1, $2, $3::interval, $4, $5, $6)`
 )
 
-// startSetting ends the store's current TTL setting and starts a new one at now, recording what the settings now
-// ended could have expired (retention.EarlierOf): rows beyond it are judged by the new setting alone. Reads and
-// runs judge expiry by this history, which is how a TTL change takes effect at once without rewriting the store's
-// rows.
+// startSetting ends the store's current TTL setting and starts a new one where it ended (at now, or just after the
+// ingestions stored under it: endSetting), recording what the settings now ended could have expired
+// (retention.EarlierOf): rows beyond it are judged by the new setting alone. Reads and runs judge expiry by this
+// history, which is how a TTL change takes effect at once without rewriting the store's rows.
 func startSetting(ctx context.Context, tx pgx.Tx, id string, store catalog.Store, ttl *retention.Period, now time.Time) error {
-	if _, err := tx.Exec(ctx, endSetting, id, string(store), now); err != nil {
+	from := now
+	if err := tx.QueryRow(ctx, endSetting, id, string(store), now).Scan(&from); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("end TTL setting of %s/%s: %w", id, store, err)
 	}
 	var interval *string
@@ -61,8 +74,8 @@ func startSetting(ctx context.Context, tx pgx.Tx, id string, store catalog.Store
 	if err != nil {
 		return err
 	}
-	earlier := retention.EarlierOf(history, now)
-	if _, err := tx.Exec(ctx, insertSetting, id, string(store), interval, now, earlier.TTLUntil, earlier.ExpiredThrough); err != nil {
+	earlier := retention.EarlierOf(history, from)
+	if _, err := tx.Exec(ctx, insertSetting, id, string(store), interval, from, earlier.TTLUntil, earlier.ExpiredThrough); err != nil {
 		return fmt.Errorf("start TTL setting of %s/%s: %w", id, store, err)
 	}
 	return nil
@@ -235,9 +248,10 @@ const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
 // holds for each such row: its expiry under h came before h ended, after it arrived. It is groupDeletable without
 // the grace, and what the expired backlog counts (backlog.go): a group of the current month, or of a setting
 // replaced before its month ended, is not counted until a run removes it, since the counters cannot tell which of
-// its rows have expired. A row stored under a setting that ended at or before its ingestion time (a change and an
-// ingestion at the same instant, or a change whose clock was read before an ingestion that committed first) was
-// never judged by that setting, so its group is left to the rule, row by row.
+// its rows have expired. A row stored under a setting that ended at or before its ingestion time was never judged
+// by that setting, so its group is left to the rule, row by row: a change ends its setting after the ingestions
+// stored under it (endSetting), but by at most a minute past its clock (an import's _ingestedAt may be later), and
+// histories written before it did may hold such rows.
 const groupExpiredCondition = `(h.ttl IS NOT NULL AND p.upper_bound <= @at
         AND (h.effective_until IS NULL OR (h.effective_until >= p.upper_bound AND h.effective_until > st.max_ingested_at)))`
 
