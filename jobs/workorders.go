@@ -38,6 +38,29 @@ type WorkOrderQueue interface {
 	EnqueueWorkOrders(ctx context.Context, ids []string) error
 }
 
+// StartingWorkOrders is the work-order service of the API: catalog.WorkOrderService, which also queues each order's
+// job as soon as the order is stored, so that it starts at once rather than at the next tick
+// (RETENTION_WORKORDER_INTERVAL, 10 s by default: most of a small order's time). The tick stays the safety net: an
+// order whose queueing failed (logged, the order stored all the same) is queued by the next one, and the queue keeps
+// one job per order whoever inserts it.
+type StartingWorkOrders struct {
+	catalog.WorkOrderService
+	Queue  WorkOrderQueue
+	Logger *slog.Logger // nil: discarded
+}
+
+// CreateWorkOrder stores the order (catalog.WorkOrderService.CreateWorkOrder), then queues its job.
+func (s *StartingWorkOrders) CreateWorkOrder(ctx context.Context, c *catalog.Caller, create catalog.WorkOrderCreate) (*catalog.WorkOrder, error) {
+	w, err := s.WorkOrderService.CreateWorkOrder(ctx, c, create)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Queue.EnqueueWorkOrders(ctx, []string{w.ID}); err != nil && s.Logger != nil {
+		s.Logger.Warn("work order stored but not queued; the next tick queues it", slog.String("workorder_id", w.ID), slog.Any("error", err))
+	}
+	return w, nil
+}
+
 // WorkOrders orchestrates work orders: a periodic tick queues the open ones, and each one's job carries it forward.
 type WorkOrders struct {
 	repo   WorkOrderRepository

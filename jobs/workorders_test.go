@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -100,4 +101,59 @@ func TestWorkOrdersRunOnceAcrossReplicas(t *testing.T) {
 	report, err := postgres.NewAuditService(b.db).Verify(ctx, b.caller.Org)
 	require.NoError(t, err)
 	require.True(t, report.Valid)
+}
+
+// failingQueue refuses every job, as a queue whose database call failed.
+type failingQueue struct{}
+
+func (failingQueue) EnqueueWorkOrders(context.Context, []string) error {
+	return errors.New("queue unavailable")
+}
+
+// TestAnOrderStartsWhenItIsCreated: an order created through the API's service (StartingWorkOrders) is queued at once
+// and completes with no tick (the replica ticks once an hour); one whose queueing failed is stored all the same, and
+// the next tick carries it out.
+func TestAnOrderStartsWhenItIsCreated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ds := b.identityDataset(t, "started")
+	r := b.workOrderReplica(t)
+	events := jobEvents(t, []*replica{r.replica}, "workorder")
+	create := func(q jobs.WorkOrderQueue, person string) string {
+		svc := &jobs.StartingWorkOrders{WorkOrderService: postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{}), Queue: q}
+		w, err := svc.CreateWorkOrder(ctx, b.caller, catalog.WorkOrderCreate{DisplayName: "erase", DatasetID: ds,
+			Identities: []catalog.Identity{{Namespace: "email", Value: person + "@example.com"}}})
+		require.NoError(t, err)
+		return w.ID
+	}
+	awaitCompleted := func(id string) {
+		t.Helper()
+		waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		for {
+			w, err := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{}).FindWorkOrder(ctx, b.caller, id)
+			require.NoError(t, err)
+			if w.Status == catalog.WorkOrderCompleted {
+				return
+			}
+			select {
+			case ev := <-events:
+				require.Equal(t, river.EventKindJobCompleted, ev.Kind, "a work order job failed: %v", ev.Job.Errors)
+			case <-waitCtx.Done():
+				t.Fatalf("order %s is %s", id, w.Status)
+			}
+		}
+	}
+
+	awaitCompleted(create(r.queue, "p0"))
+	require.Equal(t, 16, b.rowCount(t, ds), "p0's 8 rows gone, with no tick")
+
+	unqueued := create(failingQueue{}, "p1")
+	var jobsOf int
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'workorder_id' = $1`, unqueued).Scan(&jobsOf))
+	require.Zero(t, jobsOf, "its queueing failed")
+	require.NoError(t, r.orders.Tick(ctx, r.queue))
+	awaitCompleted(unqueued)
+	require.Equal(t, 8, b.rowCount(t, ds), "p1's 8 rows gone after the tick")
 }

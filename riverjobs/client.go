@@ -205,6 +205,9 @@ func (c *Client) River() *river.Client[pgx.Tx] { return c.client }
 // ForRequests is the queue the API's calls use: on the requests' pool when Config.Requests is set.
 func (c *Client) ForRequests() jobs.Queue { return c.requests }
 
+// WorkOrdersForRequests is the queue the API's work-order calls use, on the requests' pool as ForRequests.
+func (c *Client) WorkOrdersForRequests() jobs.WorkOrderQueue { return c.requests }
+
 // queue inserts jobs through one River client.
 type queue struct{ client *river.Client[pgx.Tx] }
 

@@ -193,8 +193,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdout 
 	api := httpapi.New(httpapi.Config{
 		Datasets: datasets, Holds: datasets, Rows: rows, Runs: work.Runs, Preview: preview, Explain: preview, Audit: postgres.NewAuditService(db),
 		Expirations: postgres.NewExpirationService(db, cfg.ExpirationQuota), Manifests: postgres.NewManifestService(db),
-		WorkOrders: postgres.NewWorkOrderService(db, postgres.WorkOrderLimits{DailyQuota: cfg.WorkOrderDailyQuota,
-			MonthlyQuota: cfg.WorkOrderMonthlyQuota, InFlight: cfg.WorkOrdersInFlight}),
+		WorkOrders: &jobs.StartingWorkOrders{WorkOrderService: postgres.NewWorkOrderService(db, postgres.WorkOrderLimits{
+			DailyQuota: cfg.WorkOrderDailyQuota, MonthlyQuota: cfg.WorkOrderMonthlyQuota, InFlight: cfg.WorkOrdersInFlight}),
+			Queue: queue.WorkOrdersForRequests(), Logger: logger},
 		Auth: auth, Logger: logger, Ready: pools.health.Ready, Registry: registry,
 		NextRun: func(store catalog.Store) *time.Time { return schedules.NextRun(store, time.Now()) },
 		// A slot at from itself counts: NextRun gives the first strictly after its time, at whole seconds.

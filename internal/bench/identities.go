@@ -515,7 +515,7 @@ func (h *harness) reportWorkOrder(o *orderDone, ours time.Duration, otherCPU flo
 	}
 	note := fmt.Sprintf("POST /data/core/hygiene/workorder {datasetId: ALL} naming %s e-mails of the identities store's %s people "+
 		"(%s rows over %d datasets, each carrying one person's identityMap), then the order's row read every %v until completed: %s rows removed; "+
-		"its first job was queued %s after the order was created (by the work-order tick, RETENTION_WORKORDER_INTERVAL, default 10 s), "+
+		"its first job was queued %s after the order was created (by the API as it stores the order; the work-order tick, RETENTION_WORKORDER_INTERVAL, is the fallback), "+
 		"so about %s went to the removal itself. %s "+
 		"Other processes took %s of the CPU meanwhile. Baseline: the same rows in the baseline table's twin with an identities text[] column, "+
 		"its two row indexes and a GIN index on identities; one DELETE … USING unnest($1) WHERE identities @> ARRAY[key], a probe of that index per key, with enable_seqscan off (plan: %s); samples, each after a CHECKPOINT: %s. %s",
