@@ -191,13 +191,23 @@ func (r *Router) command(ctx context.Context, cmd string) (string, error) {
 		_ = conn.SetDeadline(deadline)
 	}
 	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("proxy runtime API %q: %w", firstWords(cmd), err)
+		return "", commandErr(cmd, err)
 	}
 	out, err := io.ReadAll(conn)
 	if err != nil {
-		return "", fmt.Errorf("proxy runtime API %q: %w", firstWords(cmd), err)
+		return "", commandErr(cmd, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// commandErr is the error of a command whose exchange failed. The connection's only deadline is its context's, so
+// an exchange past it is context.DeadlineExceeded, as the caller's context says: the socket's own timeout error can
+// come a moment before the context's timer fires.
+func commandErr(cmd string, err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("proxy runtime API %q: %w (%w)", firstWords(cmd), context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("proxy runtime API %q: %w", firstWords(cmd), err)
 }
 
 // firstWords names a command in an error by its verb and object ("set map").

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -339,4 +340,39 @@ func TestDrainWaitsForTheRequestsForwardedBeforeIt(t *testing.T) {
 		require.Equal(t, http.StatusOK, <-status)
 		require.NoError(t, <-drained)
 	})
+}
+
+// TestDrainPastItsContextIsDeadlineExceeded: a proxy that does not answer within the caller's context makes Drain
+// return context.DeadlineExceeded, as when the requests outlast it, not the admin socket's own timeout.
+func TestDrainPastItsContextIsDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var held []net.Conn // open, never answered
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	r := &cells.Router{Socket: sock}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = r.Drain(ctx, "a")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
