@@ -43,6 +43,10 @@ var WorkOrderStatuses = []WorkOrderStatus{WorkOrderReceived, WorkOrderValidated,
 // Open reports whether the order still has work to do (it counts against MaxWorkOrdersInFlight).
 func (s WorkOrderStatus) Open() bool { return s != WorkOrderCompleted && s != WorkOrderFailed }
 
+// Removing reports whether an order in this status is removing rows: submitted, or ingested while a part waits for
+// a hold's release.
+func (s WorkOrderStatus) Removing() bool { return s == WorkOrderSubmitted || s == WorkOrderIngested }
+
 // WorkOrderAction is how answers spell the action, as Adobe's answers do; requests may also spell it
 // delete_identity (Adobe's spec) or delete-identity (Adobe's guide).
 const WorkOrderAction = "identity-delete"

@@ -124,11 +124,11 @@ func (r *WorkOrderRunner) RunWorkOrderPass(ctx context.Context, id string) (ran 
 	defer outage(&err)
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
-		if w.Status != catalog.WorkOrderSubmitted && w.Status != catalog.WorkOrderIngested {
+		if !w.Status.Removing() {
 			return nil
 		}
 		var p workOrderPass
@@ -349,11 +349,11 @@ func (r *WorkOrderRunner) SettleWorkOrder(ctx context.Context, id string) (more 
 	defer outage(&err)
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
-		if w.Status != catalog.WorkOrderSubmitted && w.Status != catalog.WorkOrderIngested {
+		if !w.Status.Removing() {
 			return nil
 		}
 		var passes bool

@@ -40,6 +40,16 @@ func (r *WorkOrderRunner) DueWorkOrders(ctx context.Context, limit int) (_ []str
 // lockWorkOrder reads an order by id alone, in any org, and locks it for the transaction.
 const lockWorkOrder = `SELECT ` + workOrderColumns + workOrderFrom + ` WHERE w.id = $1 FOR UPDATE OF w`
 
+// lockWorkOrderIn reads order id by lockWorkOrder, locked for the transaction: each step of the runner starts so,
+// then checks that the order is still at its step. A missing order is catalog.ENOTFOUND.
+func lockWorkOrderIn(ctx context.Context, tx pgx.Tx, id string) (*catalog.WorkOrder, error) {
+	w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+	if err != nil {
+		return nil, translate(err, workOrderNotFound(id))
+	}
+	return w, nil
+}
+
 // workOrderCaller is who the runner acts as for an order: the service, in the order's org and sandbox, its request
 // id naming the order.
 func workOrderCaller(w *catalog.WorkOrder) *catalog.Caller {
@@ -62,9 +72,9 @@ func (r *WorkOrderRunner) ValidateWorkOrder(ctx context.Context, id string) (sta
 	defer outage(&err)
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
 		if status = w.Status; status != catalog.WorkOrderReceived {
 			return nil
@@ -111,9 +121,9 @@ func (r *WorkOrderRunner) SubmitWorkOrder(ctx context.Context, id string) (err e
 	defer outage(&err)
 	now := r.db.now()
 	return r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
 		if w.Status != catalog.WorkOrderValidated {
 			return nil
@@ -144,9 +154,9 @@ func (r *WorkOrderRunner) RunWorkOrderPart(ctx context.Context, id, datasetID st
 	defer outage(&err)
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
 		var status string
 		if err := tx.QueryRow(ctx, `SELECT status FROM workorder_parts WHERE workorder_id = $1 AND dataset_id = $2 FOR UPDATE`, id, datasetID).Scan(&status); err != nil {
@@ -215,11 +225,11 @@ func (r *WorkOrderRunner) FinishWorkOrder(ctx context.Context, id string) (statu
 	defer outage(&err)
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
-		w, err := scanWorkOrder(tx.QueryRow(ctx, lockWorkOrder, id))
+		w, err := lockWorkOrderIn(ctx, tx, id)
 		if err != nil {
-			return translate(err, workOrderNotFound(id))
+			return err
 		}
-		if status = w.Status; status != catalog.WorkOrderSubmitted && status != catalog.WorkOrderIngested {
+		if status = w.Status; !status.Removing() {
 			return nil
 		}
 		parts, err := workOrderParts(ctx, tx, id)
