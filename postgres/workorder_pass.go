@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -326,9 +327,19 @@ WITH c AS (SELECT * FROM unnest($2::text[], $3::bigint[], $4::bigint[]) AS c (da
 UPDATE row_stats st SET row_count = st.row_count - c.n FROM c
 WHERE st.partition_name = $1 AND st.dataset_id = ANY($2::text[]) AND st.dataset_id = c.dataset_id AND st.setting_id = c.setting_id`
 
-// insertRemoval writes one row of an order's ledger.
-const insertRemoval = `INSERT INTO workorder_removals (workorder_id, store, partition_name, from_block, dataset_id,
-    rows_deleted, row_ids, identity_hashes, removed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+// insertRemoval writes one row of an order's ledger, or adds to the row of the same pass and dataset: an org move
+// carries the order's ledger to another cell but not its passes (a plan of the source's blocks), and the target's
+// own passes of a partition of the same name start at the same blocks. Their rows are other rows (those the
+// source's passes removed were not copied), so the counts add; the _ids and hashes are kept as a pass keeps them.
+var insertRemoval = `INSERT INTO workorder_removals (workorder_id, store, partition_name, from_block, dataset_id,
+    rows_deleted, row_ids, identity_hashes, removed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (workorder_id, dataset_id, store, partition_name, from_block) DO UPDATE
+SET rows_deleted = workorder_removals.rows_deleted + EXCLUDED.rows_deleted,
+    row_ids = ARRAY(SELECT DISTINCT x COLLATE "C" FROM unnest(workorder_removals.row_ids || EXCLUDED.row_ids) x
+                    ORDER BY 1 LIMIT ` + strconv.Itoa(maxAuditedIdentities) + `),
+    identity_hashes = ARRAY(SELECT DISTINCT h COLLATE "C" FROM unnest(workorder_removals.identity_hashes || EXCLUDED.identity_hashes) h
+                            ORDER BY 1),
+    removed_at = EXCLUDED.removed_at`
 
 // hashes are the keyed hashes of keys, sorted.
 func (r *WorkOrderRunner) hashes(keys []string) []string {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acme/retention/catalog"
+	"github.com/acme/retention/internal/testdb"
 	"github.com/acme/retention/jobs"
 	"github.com/acme/retention/postgres"
 )
@@ -368,4 +369,41 @@ func TestWorkOrderOfASmallShareGoesDatasetByDataset(t *testing.T) {
 	f.want[small], f.erased[small] = []string{"s2"}, 1
 	f.requireDone(t, id, small)
 	require.Len(t, f.b.rowIDsIn(t, "lake_rows", f.datasets[0]), 4*passPeople, "the other dataset is not the order's")
+}
+
+// TestOrgMovedInTheMiddleOfAnOrdersPasses: an org moves to another cell after some of its order's passes ran. The
+// order, its parts and its ledger move with it, not its passes (a plan of the source's blocks): on the target it
+// plans the target's partitions when it settles, removes the rest, and completes with each dataset's exact count in
+// one Delete event, the rows the passes removed on the source counted once.
+func TestOrgMovedInTheMiddleOfAnOrdersPasses(t *testing.T) {
+	t.Parallel()
+	f := setupPasses(t, "one", "two")
+	ctx := context.Background()
+	id := f.order(t, catalog.AllDatasets)
+	src := f.runner()
+	_, err := src.ValidateWorkOrder(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, src.SubmitWorkOrder(ctx, id))
+	for range 3 {
+		ran, err := src.RunWorkOrderPass(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ran)
+	}
+	var removed int64
+	require.NoError(t, f.b.db.Pool.QueryRow(ctx, `SELECT coalesce(sum(rows_deleted), 0) FROM workorder_removals WHERE workorder_id = $1`, id).Scan(&removed))
+	require.Positive(t, removed, "the passes on the source removed rows")
+	require.Less(t, removed, f.erased[f.datasets[0]]+f.erased[f.datasets[1]], "and left some")
+
+	db := testdb.NewDB(t)
+	db.Now = f.b.db.Now
+	router := &mapRouter{routes: map[string]string{f.b.caller.Org: "cell-a"}}
+	_, err = (&postgres.OrgMove{Org: f.b.caller.Org, Source: f.b.db, Target: db, TargetCell: "cell-b", Router: router}).Run(ctx)
+	require.NoError(t, err)
+
+	dst := postgres.NewWorkOrderRunner(db, testHashKey)
+	dst.SetPassRows(20)
+	require.NoError(t, jobs.NewWorkOrders(dst, nil).Execute(ctx, id))
+	f.b = &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
+		policies: postgres.NewPolicyService(db), now: f.b.now, caller: f.b.caller}
+	f.requireDone(t, id, f.datasets...)
 }
