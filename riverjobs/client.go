@@ -136,6 +136,11 @@ func New(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		// jobs, so River's longer default added to every run's time; fetches this often happen only while jobs are
 		// being inserted.
 		FetchCooldown: 20 * time.Millisecond,
+		// A job that resumes (jobs.ErrResume, River's snooze of no delay) is available at once, but nothing notifies
+		// the producers: it waited for the next poll, up to River's default second. A run's parts and a work order
+		// resume after half the job timeout (10 s by default), so a minute-long order waited so about five times. An
+		// idle replica polls five times a second: an index probe of River's job table each.
+		FetchPollInterval: 200 * time.Millisecond,
 	}
 	if cfg.Work {
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}}
