@@ -51,6 +51,27 @@ func (b *testBundle) identityDataset(t *testing.T, name string) string {
 	return ds.ID
 }
 
+// awaitCompleted waits until the order is completed, each job event meanwhile a completion, for up to a minute.
+func (b *testBundle) awaitCompleted(t *testing.T, events <-chan *river.Event, id string) {
+	t.Helper()
+	waitCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	svc := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{})
+	for {
+		w, err := svc.FindWorkOrder(context.Background(), b.caller, id)
+		require.NoError(t, err)
+		if w.Status == catalog.WorkOrderCompleted {
+			return
+		}
+		select {
+		case ev := <-events:
+			require.Equal(t, river.EventKindJobCompleted, ev.Kind, "a work order job failed: %v", ev.Job.Errors)
+		case <-waitCtx.Done():
+			t.Fatalf("order %s is %s", id, w.Status)
+		}
+	}
+}
+
 // TestWorkOrdersRunOnceAcrossReplicas: two replicas tick at once over three orders (one per dataset, and one against
 // ALL); each order completes, each part's rows are removed once (one Delete event per dataset and order), and the
 // rows of the people no order names are left.
@@ -76,22 +97,8 @@ func TestWorkOrdersRunOnceAcrossReplicas(t *testing.T) {
 	for _, r := range replicas {
 		require.NoError(t, r.orders.Tick(ctx, r.queue))
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
 	for _, id := range orders {
-		for {
-			w, err := svc.FindWorkOrder(ctx, b.caller, id)
-			require.NoError(t, err)
-			if w.Status == catalog.WorkOrderCompleted {
-				break
-			}
-			select {
-			case ev := <-events:
-				require.Equal(t, river.EventKindJobCompleted, ev.Kind, "a work order job failed: %v", ev.Job.Errors)
-			case <-waitCtx.Done():
-				t.Fatalf("order %s is %s", id, w.Status)
-			}
-		}
+		b.awaitCompleted(t, events, id)
 	}
 	require.Equal(t, 16, b.rowCount(t, a), "a loses p0's 8 rows (named by its own order and ALL), keeps p1's and p2's")
 	require.Equal(t, 8, b.rowCount(t, c), "c loses p1's (its own order) and p0's (ALL), keeps p2's")
@@ -127,26 +134,7 @@ func TestAnOrderStartsWhenItIsCreated(t *testing.T) {
 		require.NoError(t, err)
 		return w.ID
 	}
-	awaitCompleted := func(id string) {
-		t.Helper()
-		waitCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		for {
-			w, err := postgres.NewWorkOrderService(b.db, postgres.WorkOrderLimits{}).FindWorkOrder(ctx, b.caller, id)
-			require.NoError(t, err)
-			if w.Status == catalog.WorkOrderCompleted {
-				return
-			}
-			select {
-			case ev := <-events:
-				require.Equal(t, river.EventKindJobCompleted, ev.Kind, "a work order job failed: %v", ev.Job.Errors)
-			case <-waitCtx.Done():
-				t.Fatalf("order %s is %s", id, w.Status)
-			}
-		}
-	}
-
-	awaitCompleted(create(r.queue, "p0"))
+	b.awaitCompleted(t, events, create(r.queue, "p0"))
 	require.Equal(t, 16, b.rowCount(t, ds), "p0's 8 rows gone, with no tick")
 
 	unqueued := create(failingQueue{}, "p1")
@@ -154,6 +142,6 @@ func TestAnOrderStartsWhenItIsCreated(t *testing.T) {
 	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'workorder_id' = $1`, unqueued).Scan(&jobsOf))
 	require.Zero(t, jobsOf, "its queueing failed")
 	require.NoError(t, r.orders.Tick(ctx, r.queue))
-	awaitCompleted(unqueued)
+	b.awaitCompleted(t, events, unqueued)
 	require.Equal(t, 8, b.rowCount(t, ds), "p1's 8 rows gone after the tick")
 }

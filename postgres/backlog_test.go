@@ -441,16 +441,23 @@ func TestServiceBacklogReportsHeldRowsApart(t *testing.T) {
 // racingChange stores 500 rows at P3M, one a day back from 2025-03-10, then lengthens the TTL to P1Y with a clock
 // behind the ingestion's by behind (0: the same instant), as a replica's may be or as a change that read its clock
 // before an ingestion committed first, and returns the dataset and the ingestion's time; the clock is then two
-// hours later.
-func (b *sweepBundle) racingChange(t *testing.T, behind time.Duration) (string, time.Time) {
+// hours later. between, when set, runs after the ingestion and after the change, the clock at the ingestion's time.
+func (b *sweepBundle) racingChange(t *testing.T, behind time.Duration, between func(id string)) (string, time.Time) {
 	t.Helper()
 	id := b.newDataset(t, "racing")
 	b.setTTL(t, id, "P3M")
 	b.now = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 	b.ingestSeries(t, id, 500, 24*time.Hour)
 	ingestedAt := b.now
+	if between != nil {
+		between(id)
+	}
 	b.now = ingestedAt.Add(-behind)
 	b.setTTL(t, id, "P1Y")
+	b.now = ingestedAt
+	if between != nil {
+		between(id)
+	}
 	b.now = ingestedAt.Add(2 * time.Hour)
 	return id, ingestedAt
 }
@@ -492,28 +499,18 @@ func TestAChangeEndsItsSettingAfterTheIngestionsStoredUnderIt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
-			id := b.newDataset(t, "racing")
-			b.setTTL(t, id, "P3M")
-			b.now = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
-			b.ingestSeries(t, id, 500, 24*time.Hour)
-			visible := func() int {
+			var visible []int // the rows reads show, before the change and after it
+			id, ingestedAt := b.racingChange(t, behind, func(id string) {
 				page, err := b.rows.FindRows(context.Background(), b.caller, id, catalog.RowFilter{Store: catalog.LakeHouse, Limit: 1000})
 				require.NoError(t, err)
-				return len(page.Rows)
-			}
-			before := visible()
-			require.Equal(t, 90, before, "the rows of the last 90 days, within P3M")
-			ingestedAt := b.now
-			b.now = ingestedAt.Add(-behind)
-			b.setTTL(t, id, "P1Y")
-			b.now = ingestedAt
-			require.Equal(t, before, visible(), "lengthening brings no row back")
+				visible = append(visible, len(page.Rows))
+			})
+			require.Equal(t, []int{90, 90}, visible, "the rows of the last 90 days, within P3M: lengthening brings no row back")
 
 			history := b.history(t)[id]
 			require.Len(t, history, 3, "the default, P3M, P1Y")
 			require.Equal(t, ingestedAt.Add(time.Microsecond), history[1].Until.UTC(), "P3M ends just after the rows it stored")
 			require.Equal(t, *history[1].Until, history[2].From, "P1Y starts where P3M ended")
-			b.now = ingestedAt.Add(2 * time.Hour)
 			keep, expired := b.requireRuleHolds(t, id)
 			require.Len(t, keep, 90)
 			require.Equal(t, int64(410), expired)
@@ -548,7 +545,7 @@ func TestRowsStoredAfterTheirSettingEndedFollowTheNextSetting(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setupSweep(t)
-			id, ingestedAt := b.racingChange(t, 0)
+			id, ingestedAt := b.racingChange(t, 0, nil)
 			_, err := b.db.Pool.Exec(context.Background(), `
 				WITH ended AS (UPDATE ttl_settings SET effective_until = $2 WHERE dataset_id = $1 AND effective_until > $2)
 				UPDATE ttl_settings SET effective_from = $2 WHERE dataset_id = $1 AND effective_from > $2`, id, ingestedAt.Add(-behind))
