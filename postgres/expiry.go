@@ -253,7 +253,13 @@ const groupDeletable = `(d.deleted_at IS NOT NULL AND d.deleted_at <= @at)
 // stored under it (endSetting), but by at most a minute past its clock (an import's _ingestedAt may be later), and
 // histories written before it did may hold such rows.
 const groupExpiredCondition = `(h.ttl IS NOT NULL AND p.upper_bound <= @at
-        AND (h.effective_until IS NULL OR (h.effective_until >= p.upper_bound AND h.effective_until > st.max_ingested_at)))`
+        AND (h.effective_until IS NULL OR h.effective_until >= p.upper_bound) AND ` + settingJudgedGroup + `)`
+
+// settingJudgedGroup is true for a counter group st whose setting h was still in force when the group's latest row
+// arrived, so that retention.Expired judged every row of it by h: a setting that ended at or before a row's ingestion
+// never applied to that row. The counters' shortcuts (groupExpiredCondition, a preview's past partition) hold only
+// for such groups.
+const settingJudgedGroup = `(h.effective_until IS NULL OR h.effective_until > st.max_ingested_at)`
 
 // groupExpiredBy is, for a group for which groupExpiredCondition holds, a time by which every row of it had
 // expired, from the counters: the end of its partition's range, before which every placed expiry in it lies. In the

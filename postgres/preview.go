@@ -228,7 +228,7 @@ WHERE r.dataset_id = @dataset AND `+part.sql()+` AND r.setting_id = @setting AND
 // selectPreviewGroups reads the dataset's counters in the store, with their partitions' ranges.
 const selectPreviewGroups = `
 SELECT p.lower_bound, p.upper_bound, st.setting_id, st.row_count, st.max_ingested_at,
-  coalesce(h.effective_until IS NULL OR h.effective_until > st.max_ingested_at, false)
+  coalesce(` + settingJudgedGroup + `, false)
 FROM row_stats st JOIN row_partitions p ON p.name = st.partition_name
 LEFT JOIN ttl_settings h ON h.dataset_id = st.dataset_id AND h.id = st.setting_id
 WHERE st.dataset_id = $1 AND p.store = $2 AND st.row_count > 0`
