@@ -246,6 +246,8 @@ type orderDone struct {
 	// deleteEvents is the order's Delete events (one a dataset), auditedRows the rows they count, executeEvents
 	// its Execute events (one when it completed).
 	deleteEvents, auditedRows, executeEvents int64
+	// timeline is where the order's time went (readOrderTimeline), for the progress output.
+	timeline string
 }
 
 // timedWorkOrder posts a work order against ALL for the e-mail identities and waits until its row says it ended:
@@ -304,7 +306,47 @@ FROM audit_events WHERE (action = 'Delete' AND details->>'workorderId' = $1) OR 
 	if o.status != "completed" {
 		return o, took, fmt.Errorf("work order %s ended %s: %s", o.id, o.status, o.reason)
 	}
+	if o.timeline, err = readOrderTimeline(ctx, conn, o.id); err != nil {
+		return o, took, err
+	}
 	return o, took, nil
+}
+
+// orderTimelineSQL summarizes where an order's time went, from its createdAt: its jobs (River keeps one row per
+// job, its attempts counted), its passes (each pass's done_at is the clock its transaction read as it began, so the
+// gap to the next is that pass's whole time), and its parts' completion (the settlement).
+const orderTimelineSQL = `
+WITH o AS (SELECT created_at FROM workorders WHERE id = $1),
+p AS (SELECT done_at, rows, lead(done_at) OVER (ORDER BY done_at) - done_at AS took
+      FROM workorder_passes WHERE workorder_id = $1 AND done_at IS NOT NULL)
+SELECT (SELECT count(*) FROM river_job WHERE kind = 'workorder' AND args->>'workorder_id' = $1),
+       (SELECT coalesce(sum(attempt), 0) FROM river_job WHERE kind = 'workorder' AND args->>'workorder_id' = $1),
+       (SELECT count(*) FROM p), (SELECT coalesce(sum(rows), 0) FROM p)::bigint,
+       (SELECT extract(epoch FROM min(done_at) - (SELECT created_at FROM o)) FROM p),
+       (SELECT extract(epoch FROM max(done_at) - (SELECT created_at FROM o)) FROM p),
+       (SELECT extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY took)) FROM p),
+       (SELECT extract(epoch FROM max(took)) FROM p),
+       (SELECT extract(epoch FROM min(completed_at) - (SELECT created_at FROM o)) FROM workorder_parts WHERE workorder_id = $1),
+       (SELECT extract(epoch FROM max(completed_at) - (SELECT created_at FROM o)) FROM workorder_parts WHERE workorder_id = $1),
+       (SELECT extract(epoch FROM completed_at - created_at) FROM workorders WHERE id = $1)`
+
+// readOrderTimeline reads orderTimelineSQL as one line of the progress output.
+func readOrderTimeline(ctx context.Context, conn *pgx.Conn, id string) (string, error) {
+	var jobs, attempts, passes, rows int64
+	var first, last, median, longest, partsFrom, partsTo, completed *float64
+	if err := conn.QueryRow(ctx, orderTimelineSQL, id).Scan(&jobs, &attempts, &passes, &rows, &first, &last, &median, &longest,
+		&partsFrom, &partsTo, &completed); err != nil {
+		return "", fmt.Errorf("read work order %s's timeline: %w", id, err)
+	}
+	sec := func(f *float64) string {
+		if f == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f s", *f)
+	}
+	return fmt.Sprintf("%d job(s), %d attempt(s); %d passes removing %s rows, the first at %s, the last at %s, "+
+		"a pass %s (median) to %s (longest); parts completed from %s to %s; completed at %s",
+		jobs, attempts, passes, fmtInt(rows), sec(first), sec(last), sec(median), sec(longest), sec(partsFrom), sec(partsTo), sec(completed)), nil
 }
 
 // workOrder times a record-delete work order of Config.workOrderIdentities() people against ALL on the identities
@@ -355,6 +397,9 @@ func (h *harness) workOrder(ctx context.Context) error {
 		from := time.Now()
 		order, ours, err = api.timedWorkOrder(ctx, h.pg.url(dbIdent), emails)
 		otherCPU = h.noise.share(from, time.Now())
+		if err == nil {
+			h.step("work order: %s", order.timeline)
+		}
 	}
 	if err := errors.Join(err, h.stopService()); err != nil {
 		return err
