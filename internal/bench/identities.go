@@ -237,6 +237,12 @@ const workOrderLimit = 30 * time.Minute
 // workOrderGoal is the bound on an order of 100,000 identities against ALL on the 10M-row store.
 const workOrderGoal = 60 * time.Second
 
+// workOrderProfile is the window of retentiond's CPU profile of the work order (-cpuprofile): about the order's
+// time at full size (75 s for 10M rows), scaled to rows. The service waits out the window before it is stopped.
+func workOrderProfile(rows int) time.Duration {
+	return max(5*time.Second, time.Duration(float64(75*time.Second)*float64(rows)/10_000_000))
+}
+
 // orderDone is a work order as the harness saw it end.
 type orderDone struct {
 	id               string
@@ -394,12 +400,14 @@ func (h *harness) workOrder(ctx context.Context) error {
 	var otherCPU float64
 	if err == nil {
 		h.step("work order: %s identities against ALL, until completed (timed)", fmtInt(int64(len(emails))))
+		profiled := h.profile(ctx, "workorder.pprof", true, workOrderProfile(cfg.Rows))
 		from := time.Now()
 		order, ours, err = api.timedWorkOrder(ctx, h.pg.url(dbIdent), emails)
 		otherCPU = h.noise.share(from, time.Now())
 		if err == nil {
 			h.step("work order: %s", order.timeline)
 		}
+		err = errors.Join(err, <-profiled)
 	}
 	if err := errors.Join(err, h.stopService()); err != nil {
 		return err

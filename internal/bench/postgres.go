@@ -119,6 +119,24 @@ func (s *pgServer) cloneDatabase(ctx context.Context, from, to string) error {
 	return nil
 }
 
+// replaceDatabase drops the harness database name and renames its copy in its place. Nobody may be connected to
+// either.
+func (s *pgServer) replaceDatabase(ctx context.Context, name, copied string) error {
+	if err := s.dropDatabase(ctx, name); err != nil {
+		return err
+	}
+	if err := s.admin(ctx, `ALTER DATABASE `+pgx.Identifier{s.dbName(copied)}.Sanitize()+` RENAME TO `+pgx.Identifier{s.dbName(name)}.Sanitize()); err != nil {
+		return fmt.Errorf("rename database %s to %s: %w", s.dbName(copied), s.dbName(name), err)
+	}
+	for i, n := range s.created {
+		if n == s.dbName(copied) {
+			s.created[i] = s.dbName(name)
+		}
+	}
+	return nil
+}
+
+// dropDatabase drops a harness database, whoever is connected to it.
 func (s *pgServer) dropDatabase(ctx context.Context, name string) error {
 	err := s.admin(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{s.dbName(name)}.Sanitize()+` WITH (FORCE)`)
 	if err != nil {

@@ -84,7 +84,8 @@ func (h *harness) measureRead(ctx context.Context, api *apiClient, name, prefix 
 		return 0, api.get(ctx, prefix+h.pickRead(c, i, conns))
 	})
 	from := time.Now()
-	profiled := h.profile(ctx, fmt.Sprintf("%s-%d.pprof", strings.Trim(prefix, "/"), conns), conns == h.cfg.APIConns)
+	// A second short of the window, so that the profile ends before the load does.
+	profiled := h.profile(ctx, fmt.Sprintf("%s-%d.pprof", strings.Trim(prefix, "/"), conns), conns == h.cfg.APIConns, h.cfg.APIDuration-time.Second)
 	if err := sleepCtx(ctx, h.cfg.APIDuration); err != nil {
 		_, _ = l.stop()
 		return readMeasure{}, err
@@ -97,9 +98,9 @@ func (h *harness) measureRead(ctx context.Context, api *apiClient, name, prefix 
 	return readMeasure{endpoint: name, conns: conns, stats: latencies(samples, from, to), err: err}, nil
 }
 
-// profile takes retentiond's CPU profile of the measurement into CPUProfileDir/name when asked for and want holds;
-// the channel answers when it is written.
-func (h *harness) profile(ctx context.Context, name string, want bool) <-chan error {
+// profile takes retentiond's CPU profile of the next d into CPUProfileDir/name when asked for and want holds; the
+// channel answers when it is written.
+func (h *harness) profile(ctx context.Context, name string, want bool, d time.Duration) <-chan error {
 	done := make(chan error, 1)
 	if h.cfg.CPUProfileDir == "" || !want {
 		done <- nil
@@ -110,8 +111,7 @@ func (h *harness) profile(ctx context.Context, name string, want bool) <-chan er
 			done <- err
 			return
 		}
-		// A second short of the window, so that the profile ends before the load does.
-		done <- h.svc.cpuProfile(ctx, h.cfg.APIDuration-time.Second, filepath.Join(h.cfg.CPUProfileDir, name))
+		done <- h.svc.cpuProfile(ctx, d, filepath.Join(h.cfg.CPUProfileDir, name))
 	}()
 	return done
 }
