@@ -242,6 +242,14 @@ func (db *DB) IdentityDeletePlan(ctx context.Context, datasetID string, store ca
 // SetPassRows makes the runner plan passes of about n rows (passRows), so that a test's few rows take several.
 func (r *WorkOrderRunner) SetPassRows(n int64) { r.passRows = n }
 
+// SetPassTimeout bounds each pass's statements to d instead of the time the context has left; 0 goes back to that.
+func (r *WorkOrderRunner) SetPassTimeout(d time.Duration) {
+	r.passTimeout = nil
+	if d > 0 {
+		r.passTimeout = func() time.Duration { return d }
+	}
+}
+
 // BeforePassCommit makes each pass call f at the end of its transaction; an error from f rolls the pass back. nil
 // stops it.
 func (r *WorkOrderRunner) BeforePassCommit(f func() error) { r.beforePassCommit = f }

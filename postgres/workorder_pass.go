@@ -124,8 +124,70 @@ type workOrderPass struct {
 // pass whose transaction is lost is run again whole. It takes a removal's locks as a run's walk does (the store's
 // parent, the partition, the holds lock shared): the datasets held now are left as they are and named in the pass,
 // so that their parts wait; the datasets deleted since validation are left to their parts, which end skipped.
+//
+// A pass's statement ends before its context does (passBudget): one that ran out of time, on a machine slower than
+// its plan allowed for, is rolled back whole and split in two, and each half runs as a pass of its own. So no pass
+// is run again and again into the job's timeout, an order stuck behind it.
 func (r *WorkOrderRunner) RunWorkOrderPass(ctx context.Context, id string) (ran bool, err error) {
 	defer outage(&err)
+	var timedOut *workOrderPass
+	ran, err = r.runWorkOrderPass(ctx, id, &timedOut)
+	if timedOut != nil && isQueryCanceled(err) && ctx.Err() == nil {
+		return true, r.splitPass(context.WithoutCancel(ctx), id, *timedOut, err)
+	}
+	return ran, err
+}
+
+// passMargin is what a pass's statement leaves of its context's time, for the split of a pass that ran out of it.
+const passMargin = time.Second
+
+// passBudget is how long a pass's statement may take: until a second before ctx's deadline, at least a second; no
+// bound without a deadline.
+func (r *WorkOrderRunner) passBudget(ctx context.Context) time.Duration {
+	if r.passTimeout != nil {
+		return r.passTimeout()
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0
+	}
+	return max(time.Until(deadline)-passMargin, time.Second)
+}
+
+// splitPass splits pass p of order id, which ran out of time (cause), into two passes of half its blocks each; an
+// open-ended pass is split at the partition's end now, its second half open-ended still. A pass of one block cannot
+// be split: cause is returned, for the job's next attempt.
+func (r *WorkOrderRunner) splitPass(ctx context.Context, id string, p workOrderPass, cause error) error {
+	return r.db.inTx(ctx, func(tx pgx.Tx) error {
+		to := p.to
+		if to == nil {
+			var blocks int64
+			if err := tx.QueryRow(ctx, `SELECT coalesce(pg_relation_size(to_regclass(quote_ident($1))), 0) / current_setting('block_size')::bigint`,
+				p.partition).Scan(&blocks); err != nil {
+				return fmt.Errorf("size partition %s: %w", p.partition, err)
+			}
+			to = &blocks
+		}
+		if *to-p.from < 2 {
+			return fmt.Errorf("pass %s %d of %s, one block, ran out of time: %w", p.partition, p.from, id, cause)
+		}
+		mid := p.from + (*to-p.from)/2
+		tag, err := tx.Exec(ctx, `UPDATE workorder_passes SET to_block = $5
+WHERE workorder_id = $1 AND store = $2 AND partition_name = $3 AND from_block = $4 AND done_at IS NULL`,
+			id, string(p.store), p.partition, p.from, mid)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // done meanwhile, by another replica
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO workorder_passes (workorder_id, store, partition_name, from_block, to_block)
+VALUES ($1, $2, $3, $4, $5)`, id, string(p.store), p.partition, mid, p.to)
+		if err != nil {
+			return fmt.Errorf("split pass %s %d of %s: %w", p.partition, p.from, id, err)
+		}
+		return nil
+	})
+}
+
+func (r *WorkOrderRunner) runWorkOrderPass(ctx context.Context, id string, timedOut **workOrderPass) (ran bool, err error) {
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
 		w, err := lockWorkOrderIn(ctx, tx, id)
@@ -146,8 +208,14 @@ WHERE workorder_id = $1 AND done_at IS NULL ORDER BY store, partition_name, from
 			return fmt.Errorf("lock a pass of %s: %w", id, err)
 		}
 		ran = true
+		if budget := r.passBudget(ctx); budget > 0 {
+			if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = `+strconv.FormatInt(budget.Milliseconds(), 10)); err != nil {
+				return err
+			}
+		}
 		rows, held, err := r.runPass(ctx, tx, w, p, now)
 		if err != nil {
+			*timedOut = &p
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE workorder_passes SET done_at = $5, rows = $6, held = $7

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -406,4 +407,78 @@ func TestOrgMovedInTheMiddleOfAnOrdersPasses(t *testing.T) {
 	f.b = &sweepBundle{db: db, datasets: postgres.NewDatasetService(db), rows: postgres.NewRowService(db, 200),
 		policies: postgres.NewPolicyService(db), now: f.b.now, caller: f.b.caller}
 	f.requireDone(t, id, f.datasets...)
+}
+
+// TestWorkOrderPassOutOfTimeIsSplit: a pass whose statement runs out of its time (here, waiting for a lock another
+// transaction holds on its partition) is rolled back whole and split into two passes of half its blocks, the second
+// open-ended as the pass was; once the lock is gone the order completes with exact counts, each half done once.
+func TestWorkOrderPassOutOfTimeIsSplit(t *testing.T) {
+	t.Parallel()
+	f := setupPasses(t, "one")
+	ctx := context.Background()
+	id := f.order(t, f.datasets[0])
+	r := postgres.NewWorkOrderRunner(f.b.db, testHashKey)
+	r.SetPassRows(1_000_000) // one pass a partition, open-ended
+	_, err := r.ValidateWorkOrder(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, r.SubmitWorkOrder(ctx, id))
+	first, blocks := f.firstPass(t, id)
+	require.GreaterOrEqual(t, blocks, int64(2), "the partition holds blocks to split")
+
+	holder, err := f.b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `LOCK TABLE `+first+` IN SHARE MODE`)
+	require.NoError(t, err)
+	r.SetPassTimeout(50 * time.Millisecond)
+	ran, err := r.RunWorkOrderPass(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ran)
+	require.Equal(t, [][2]any{{int64(0), blocks / 2}, {blocks / 2, nil}}, f.passRanges(t, id, first))
+	planned, done, err := f.b.db.WorkOrderPasses(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, planned, "two partitions, the first split in two")
+	require.Zero(t, done)
+
+	require.NoError(t, holder.Rollback(ctx))
+	r.SetPassTimeout(0)
+	require.NoError(t, jobs.NewWorkOrders(r, nil).Execute(ctx, id))
+	_, done, err = f.b.db.WorkOrderPasses(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 3, done)
+	f.requireDone(t, id, f.datasets[0])
+}
+
+// firstPass returns the partition of the order's first pass, which must span it all, and the partition's blocks.
+func (f *passFixture) firstPass(t *testing.T, id string) (string, int64) {
+	t.Helper()
+	var name string
+	var to *int64
+	var blocks int64
+	require.NoError(t, f.b.db.Pool.QueryRow(context.Background(), `SELECT partition_name, to_block,
+  pg_relation_size(to_regclass(quote_ident(partition_name))) / current_setting('block_size')::bigint
+FROM workorder_passes WHERE workorder_id = $1 ORDER BY store, partition_name, from_block LIMIT 1`, id).Scan(&name, &to, &blocks))
+	require.Nil(t, to, "one open-ended pass")
+	return name, blocks
+}
+
+// passRanges returns the block ranges of the order's passes of the partition, in order; nil for an open end.
+func (f *passFixture) passRanges(t *testing.T, id, partition string) [][2]any {
+	t.Helper()
+	rows, err := f.b.db.Pool.Query(context.Background(), `SELECT from_block, to_block FROM workorder_passes
+WHERE workorder_id = $1 AND partition_name = $2 ORDER BY from_block`, id, partition)
+	require.NoError(t, err)
+	var out [][2]any
+	for rows.Next() {
+		var from int64
+		var to *int64
+		require.NoError(t, rows.Scan(&from, &to))
+		r := [2]any{from, nil}
+		if to != nil {
+			r[1] = *to
+		}
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }
