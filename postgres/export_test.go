@@ -243,12 +243,7 @@ func (db *DB) IdentityDeletePlan(ctx context.Context, datasetID string, store ca
 func (r *WorkOrderRunner) SetPassRows(n int64) { r.passRows = n }
 
 // SetPassTimeout bounds each pass's statements to d instead of the time the context has left; 0 goes back to that.
-func (r *WorkOrderRunner) SetPassTimeout(d time.Duration) {
-	r.passTimeout = nil
-	if d > 0 {
-		r.passTimeout = func() time.Duration { return d }
-	}
-}
+func (r *WorkOrderRunner) SetPassTimeout(d time.Duration) { r.passTimeout = d }
 
 // BeforePassCommit makes each pass call f at the end of its transaction; an error from f rolls the pass back. nil
 // stops it.

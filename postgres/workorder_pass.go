@@ -130,10 +130,9 @@ type workOrderPass struct {
 // is run again and again into the job's timeout, an order stuck behind it.
 func (r *WorkOrderRunner) RunWorkOrderPass(ctx context.Context, id string) (ran bool, err error) {
 	defer outage(&err)
-	var timedOut *workOrderPass
-	ran, err = r.runWorkOrderPass(ctx, id, &timedOut)
-	if timedOut != nil && isQueryCanceled(err) && ctx.Err() == nil {
-		return true, r.splitPass(context.WithoutCancel(ctx), id, *timedOut, err)
+	ran, failed, err := r.runWorkOrderPass(ctx, id)
+	if failed != nil && isQueryCanceled(err) && ctx.Err() == nil {
+		return true, r.splitPass(context.WithoutCancel(ctx), id, *failed, err)
 	}
 	return ran, err
 }
@@ -144,8 +143,8 @@ const passMargin = time.Second
 // passBudget is how long a pass's statement may take: until a second before ctx's deadline, at least a second; no
 // bound without a deadline.
 func (r *WorkOrderRunner) passBudget(ctx context.Context) time.Duration {
-	if r.passTimeout != nil {
-		return r.passTimeout()
+	if r.passTimeout > 0 {
+		return r.passTimeout
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -187,7 +186,9 @@ VALUES ($1, $2, $3, $4, $5)`, id, string(p.store), p.partition, mid, p.to)
 	})
 }
 
-func (r *WorkOrderRunner) runWorkOrderPass(ctx context.Context, id string, timedOut **workOrderPass) (ran bool, err error) {
+// runWorkOrderPass runs the order's next pass, as RunWorkOrderPass says; when the pass's removal fails, it also
+// returns that pass, so that one which ran out of time can be split.
+func (r *WorkOrderRunner) runWorkOrderPass(ctx context.Context, id string) (ran bool, failed *workOrderPass, err error) {
 	now := r.db.now()
 	err = r.db.inTx(ctx, func(tx pgx.Tx) error {
 		w, err := lockWorkOrderIn(ctx, tx, id)
@@ -215,7 +216,7 @@ WHERE workorder_id = $1 AND done_at IS NULL ORDER BY store, partition_name, from
 		}
 		rows, held, err := r.runPass(ctx, tx, w, p, now)
 		if err != nil {
-			*timedOut = &p
+			failed = &p
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE workorder_passes SET done_at = $5, rows = $6, held = $7
@@ -228,7 +229,7 @@ WHERE workorder_id = $1 AND store = $2 AND partition_name = $3 AND from_block = 
 		}
 		return nil
 	})
-	return ran, err
+	return ran, failed, err
 }
 
 // runPass removes the order's rows of pass p and returns how many, and the order's datasets a hold kept out.

@@ -19,8 +19,8 @@ type WorkOrderRunner struct {
 	passRows int64 // about how many rows a pass reads (passRows)
 	// beforePassCommit, when set, is called at the end of each pass's transaction; an error rolls it back.
 	beforePassCommit func() error
-	// passTimeout, when set, bounds each pass's statement instead of the time its context has left (passBudget).
-	passTimeout func() time.Duration
+	// passTimeout, when positive, bounds each pass's statement instead of the time its context has left (passBudget).
+	passTimeout time.Duration
 }
 
 // NewWorkOrderRunner returns the runner of the orders kept in db; hashKey keys the identity hashes of its audit
