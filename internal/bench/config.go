@@ -78,8 +78,9 @@ type Config struct {
 	Only []string
 
 	// CPUProfileDir, when set, receives a CPU profile of retentiond (PPROF_ADDR) during each API-reads
-	// measurement at APIConns connections, one file an endpoint (ttl-64.pprof, dataSets-64.pprof), and during the
-	// work order (workorder.pprof).
+	// measurement at APIConns connections, one file an endpoint (ttl-64.pprof, dataSets-64.pprof), during the first
+	// 8 s of each ingestion variant (ingest-http-id.pprof, ingest-http-ident.pprof, …) and during the work order
+	// (workorder.pprof).
 	CPUProfileDir string
 
 	// JSONPath, when set, receives the report as JSON: a point of a cost curve.
@@ -246,7 +247,7 @@ func ParseFlags(args []string, output io.Writer) (Config, error) {
 	fs.BoolVar(&c.Keep, "keep", c.Keep, "keep the work folder (logs, cluster) afterwards")
 	fs.BoolVar(&c.WriteDoc, "write-doc", c.WriteDoc, "write the table into -doc")
 	fs.StringVar(&c.DocPath, "doc", c.DocPath, "the Markdown file -write-doc updates")
-	fs.StringVar(&c.CPUProfileDir, "cpuprofile", c.CPUProfileDir, "write retentiond's CPU profiles of each API-reads throughput measurement and of the work order into this folder (go tool pprof reads them)")
+	fs.StringVar(&c.CPUProfileDir, "cpuprofile", c.CPUProfileDir, "write retentiond's CPU profiles of each API-reads throughput measurement, of each ingestion variant's first 8 s and of the work order into this folder (go tool pprof reads them)")
 	fs.StringVar(&c.JSONPath, "json", c.JSONPath, "also write the report as JSON to this file (a point of a cost curve)")
 	fs.StringVar(&c.CurvesDir, "curves", c.CurvesDir, "measure the cost curves instead: one invocation a point, reports kept in this folder (a point already there is not measured again), then the plot")
 	fs.StringVar(&c.CurvesPNG, "curves-png", "docs/cost-curves.png", "the plot -curves draws")

@@ -163,12 +163,19 @@ type eventGen struct {
 	// drawn by whom, a generator of its own, so that the events are otherwise those of the same seed without it.
 	people int
 	whom   *rand.Rand
+	// unread writes that identityMap under "identitymap", a field the service does not read: events byte for byte
+	// as long as with it, carrying no identity.
+	unread bool
 }
 
 // withPeople makes the generator give each event one of people's identityMap, as retentionctl load -people does.
 func (g *eventGen) withPeople(people int, seed, stream uint64) {
 	g.people, g.whom = people, rand.New(rand.NewPCG(seed, stream^peopleStream))
 }
+
+// unreadIdentityMap is the member name of an identityMap the service does not read (eventGen.unread): JSON names
+// are case-sensitive, and it is as long as "identityMap".
+const unreadIdentityMap = `"identitymap"`
 
 // peopleStream sets the generator of an event's person apart from the event's own.
 const peopleStream = 0x9e0_91e
@@ -190,7 +197,11 @@ func (g *eventGen) body(buf *bytes.Buffer, n int) {
 		scratch = scratch[:0]
 		scratch = append(scratch, '{')
 		if g.people > 0 {
+			at := len(scratch)
 			scratch = demo.AppendIdentityMap(scratch, g.whom.IntN(g.people))
+			if g.unread {
+				copy(scratch[at:], unreadIdentityMap)
+			}
 		}
 		// The same random draws whether or not the _id is sent, so both variants carry the same events.
 		binary.LittleEndian.PutUint64(id[:8], g.rng.Uint64())

@@ -280,7 +280,7 @@ func (h *harness) chainFigures(ctx context.Context, prefix string) (chainFigures
 		return f, err
 	}
 	rows := max(h.cfg.HTTPRows/10, 1)
-	b, err := h.prepareHTTP(ctx, api, prefix, true, 0, rows, h.cfg.HTTPStreams)
+	b, err := h.prepareHTTP(ctx, api, prefix, true, 0, false, rows, h.cfg.HTTPStreams)
 	if err != nil {
 		return f, err
 	}
