@@ -501,8 +501,8 @@ func overrideFieldOf(v *string) catalog.OverrideField {
 	return catalog.NoOverrideField
 }
 
-// identitiesValue is a row's identities column: NULL for a row without any, so that the GIN index holds only rows
-// an order may find.
+// identitiesValue is a row's identities column: NULL for a row without any, so that the identities indexes hold
+// only rows an order may find.
 func identitiesValue(keys []string) any {
 	if len(keys) == 0 {
 		return nil
@@ -533,16 +533,23 @@ SELECT (SELECT coalesce(sum(n), 0)::bigint FROM counted),
        coalesce((SELECT array_agg(DISTINCT x.k) FROM (SELECT unnest(g.identities) AS k FROM gone g) x
                  WHERE x.k IN (SELECT k FROM keys)), '{}')`
 
-// identityMatchFew is deleteByIdentitySQL's delete for a few keys: an overlap with the keys, which each
-// partition's GIN index on identities answers by looking each key up.
-const identityMatchFew = `gone AS (
-    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND r.identities && $2::text[] AND %[2]s
+// identityMatchFew is deleteByIdentitySQL's delete for a few keys: the rows carrying one of them (carriesKey).
+var identityMatchFew = `gone AS (
+    DELETE FROM %[1]s r WHERE r.dataset_id = $1 AND ` + carriesKey("$2::text[]") + ` AND %[2]s
     RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)`
+
+// carriesKey is whether row r carries one of the keys of array expression keys, written so that each partition's
+// two identities indexes answer it, each key looked up in both (migration 0024): the hash index on a row's first
+// identity, and the GIN index of the rows of several, whose predicate the second arm repeats so that the planner may
+// use it. A row's identities are sorted and distinct, and its first one is in the hash index whatever their number.
+func carriesKey(keys string) string {
+	return fmt.Sprintf(`(r.identities[1] = ANY(%[1]s) OR (cardinality(r.identities) > 1 AND r.identities && %[1]s))`, keys)
+}
 
 // identityMatchMany is deleteByIdentitySQL's delete for many keys: the dataset's rows that carry identities,
 // reached through its index, each identity probed in one hash of the keys built once for the statement, and
-// deleted by (partition, ctid). An overlap (&&) compares each row's identities with every key, and the GIN index
-// looks every key up in every partition: with 1,000 keys the overlap took 362 s on 1M rows where a hash of the keys
+// deleted by (partition, ctid). An overlap (&&) compares each row's identities with every key, and the indexes
+// look every key up in every partition: with 1,000 keys the overlap took 362 s on 1M rows where a hash of the keys
 // takes a scan of the dataset's rows (issue #31's benchmark).
 const identityMatchMany = `pick AS MATERIALIZED (
     SELECT DISTINCT r.tableoid AS part, r.ctid AS tid FROM %[1]s r, unnest(r.identities) u(k)
@@ -551,8 +558,8 @@ gone AS (
     DELETE FROM %[1]s r USING pick p WHERE r.dataset_id = $1 AND %[2]s AND r.tableoid = p.part AND r.ctid = p.tid
     RETURNING r.placed_expiry, r.setting_id, r.row_id, r.ts, r.identities)`
 
-// fewIdentities is the most keys an order's delete looks up through the GIN index (identityMatchFew); more are
-// matched through a hash of them (identityMatchMany).
+// fewIdentities is the most keys an order's delete looks up through the identities indexes (identityMatchFew);
+// more are matched through a hash of them (identityMatchMany).
 const fewIdentities = 64
 
 // identityDeleteSQL is deleteByIdentitySQL for store table, partitions parts and n keys.

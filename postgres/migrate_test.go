@@ -66,7 +66,7 @@ func (b *migrateBundle) tableExists(t *testing.T, name string) bool {
 	return exists
 }
 
-// objectExists reports whether a table, or a column named table.column, exists.
+// objectExists reports whether a table or an index, a column named table.column, or a function named name(), exists.
 func (b *migrateBundle) objectExists(t *testing.T, name string) bool {
 	t.Helper()
 	var exists bool
@@ -92,7 +92,22 @@ var (
 	alterTable   = regexp.MustCompile(`(?is)\bALTER TABLE ([a-z_][a-z0-9_]*)\s([^;]*);`)
 	droppedCol   = regexp.MustCompile(`(?i)\bDROP COLUMN (?:IF EXISTS )?([a-z_][a-z0-9_]*)`)
 	droppedFunc  = regexp.MustCompile(`(?i)\bDROP FUNCTION (?:IF EXISTS )?([a-z_][a-z0-9_]*)\(`)
+	droppedIndex = regexp.MustCompile(`(?i)\bDROP INDEX (?:IF EXISTS )?([a-z_][a-z0-9_]*)\s*;`)
+	createdIndex = regexp.MustCompile(`(?i)\bCREATE (?:UNIQUE )?INDEX (?:IF NOT EXISTS )?([a-z_][a-z0-9_]*)`)
 )
+
+// indexesDroppedIn lists the indexes an SQL file drops and does not create again (migration 0024 replaces indexes).
+func indexesDroppedIn(t *testing.T, sql string) []string {
+	t.Helper()
+	created := tablesIn(t, createdIndex, sql)
+	var names []string
+	for _, name := range tablesIn(t, droppedIndex, sql) {
+		if !slices.Contains(created, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
 
 // functionsDroppedIn lists the functions an SQL file drops, as name() (migration 0021 drops only functions).
 func functionsDroppedIn(sql string) []string {
@@ -214,7 +229,8 @@ func TestMigrate(t *testing.T) {
 		newest := b.all[len(b.all)-1]
 		dropped := append(tablesIn(t, droppedTable, newest.Down), columnsDroppedIn(newest.Down)...)
 		dropped = append(dropped, functionsDroppedIn(newest.Down)...)
-		require.NotEmpty(t, dropped, "the newest down file drops no table or column, so this test would check nothing")
+		dropped = append(dropped, indexesDroppedIn(t, newest.Down)...)
+		require.NotEmpty(t, dropped, "the newest down file drops no table, column, function or index, so this test would check nothing")
 		for _, name := range dropped {
 			require.True(t, b.objectExists(t, name), "%s before down", name)
 		}

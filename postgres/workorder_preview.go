@@ -20,16 +20,16 @@ const previewScopeSQL = `SELECT id, name FROM datasets
 WHERE org_id = $1 AND sandbox_name = $2 AND deleted_at IS NULL AND ($3 = '` + catalog.AllDatasets + `' OR id = $3)`
 
 // previewCountSQL counts, per store and dataset of $2, the stored rows carrying one of the identity keys $1: the
-// rows an order's parts delete (deleteByIdentitySQL), matched as the parts match them: through each partition's GIN
-// index for a few keys, through a hash of the keys for more (%[1]s and %[2]s, previewMatchFew or previewMatchMany).
-// One statement for both stores, so that the keys (up to 100,000) cross the wire once.
+// rows an order's parts delete (deleteByIdentitySQL), matched as the parts match them: through each partition's
+// identities indexes for a few keys, through a hash of the keys for more (%[1]s and %[2]s, previewMatchFew or
+// previewMatchMany). One statement for both stores, so that the keys (up to 100,000) cross the wire once.
 const previewCountSQL = `WITH keys AS MATERIALIZED (SELECT unnest($1::text[]) AS k)
 SELECT '` + string(catalog.LakeHouse) + `', dataset_id, count(*) FROM (%[1]s) l GROUP BY dataset_id
 UNION ALL
 SELECT '` + string(catalog.Profile) + `', dataset_id, count(*) FROM (%[2]s) p GROUP BY dataset_id`
 
-// previewMatchFew is the rows of store table %[1]s an overlap with the keys finds (identityMatchFew).
-const previewMatchFew = `SELECT r.dataset_id FROM %[1]s r WHERE r.identities && $1::text[] AND r.dataset_id = ANY($2::text[])`
+// previewMatchFew is the rows of store table %[1]s carrying one of the keys, found as identityMatchFew finds them.
+var previewMatchFew = `SELECT r.dataset_id FROM %[1]s r WHERE ` + carriesKey("$1::text[]") + ` AND r.dataset_id = ANY($2::text[])`
 
 // previewMatchMany is the rows of store table %[1]s with an identity in the hash of the keys (identityMatchMany).
 const previewMatchMany = `SELECT DISTINCT r.tableoid, r.ctid, r.dataset_id FROM %[1]s r, unnest(r.identities) u(k)

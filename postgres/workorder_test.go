@@ -136,15 +136,21 @@ func TestWorkOrderErasesAPersonFromEveryDataset(t *testing.T) {
 	require.True(t, report.Valid)
 }
 
-// TestWorkOrderFindsRowsThroughTheIdentitiesIndex: in a dataset of 3,000 rows of which one is the person's, the
-// delete of an order reaches the person's rows through the partition's identities index (partial since migration
-// 0017: only the rows carrying identities are in it), not through the dataset's 3,000 rows nor a scan.
-func TestWorkOrderFindsRowsThroughTheIdentitiesIndex(t *testing.T) {
+// TestWorkOrderFindsRowsThroughTheIdentitiesIndexes: in a dataset of 3,000 rows and two of the person's, one of her
+// e-mail alone and one also carrying an ECID, none primary (its first identity the ECID), the delete of an order
+// naming her e-mail reaches her rows through the partition's two identities indexes (migration 0024: a hash index on
+// a row's first identity, the GIN index of the rows of several), not through the dataset's 3,000 rows nor a scan;
+// and it removes exactly those two.
+func TestWorkOrderFindsRowsThroughTheIdentitiesIndexes(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
 	ctx := context.Background()
 	ds := b.newDataset(t, "indexed")
-	lines := []string{identityLine("2024-12-30T10:00:00Z", "alice", "alice@example.com", true, "")}
+	lines := []string{
+		identityLine("2024-12-30T10:00:00Z", "alice", "alice@example.com", true, ""),
+		`{"timestamp":"2024-12-30T10:00:00Z","_id":"alice-device","identityMap":{"email":[{"id":"alice@example.com"}],"ECID":[{"id":"0001"}]}}`,
+		`{"timestamp":"2024-12-30T10:00:00Z","_id":"bob-device","identityMap":{"email":[{"id":"bob@example.com"}],"ECID":[{"id":"0002"}]}}`,
+	}
 	for i := range 3000 {
 		lines = append(lines, fmt.Sprintf(`{"timestamp":"2024-12-30T11:00:00Z","_id":"r%d"}`, i))
 	}
@@ -154,7 +160,17 @@ func TestWorkOrderFindsRowsThroughTheIdentitiesIndex(t *testing.T) {
 	plan, err := b.db.IdentityDeletePlan(ctx, ds, catalog.LakeHouse, []string{"email:alice@example.com"})
 	require.NoError(t, err)
 	require.NotContains(t, plan, `"Seq Scan"`, "no partition is scanned whole")
-	require.Contains(t, plan, "identities_idx", "the rows are found through the identities index")
+	// A partition's indexes are named by PostgreSQL, after the column: their conditions tell them apart.
+	require.Contains(t, plan, `"Index Cond": "(identities[1] = ANY (`, "rows are found by their first identity through its hash index")
+	require.Contains(t, plan, `"Index Cond": "(identities && `, "rows of several identities are found through their GIN index")
+
+	id := b.createWorkOrder(t, ds, catalog.Identity{Namespace: "email", Value: "alice@example.com"})
+	require.NoError(t, jobs.NewWorkOrders(postgres.NewWorkOrderRunner(b.db, testHashKey), nil).Execute(ctx, id))
+	ids := b.rowIDsIn(t, "lake_rows", ds)
+	require.Len(t, ids, 3001, "her two rows removed, no other")
+	require.NotContains(t, ids, "alice")
+	require.NotContains(t, ids, "alice-device")
+	require.Contains(t, ids, "bob-device")
 }
 
 // TestWorkOrderOfADeletedDatasetFails: the one dataset an order names is deleted before the order runs; it fails
