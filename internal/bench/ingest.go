@@ -321,7 +321,7 @@ func (h *harness) reportIdentityIngestion(ours workSample, base, unread []workSa
 			"one identity key extracted into the identities column and its GIN index), %s events a request, %d clients at once over %d new datasets (%s wall time, "+
 			"other processes %s of the CPU). Baseline: the same events without identityMap, the _id variant, posted before it and again after it into "+
 			"%d new datasets; the faster of the two: %s. Each sample is timed from its first request to the end of a VACUUM of the store's rows after its "+
-			"last (the work its rows leave, a GIN index's pending entries merged among it), each variant starting on a store so vacuumed; over the posts "+
+			"last (the work its rows leave: its indexes' pending entries merged, its pages' visibility set), each variant starting on a store so vacuumed; over the posts "+
 			"alone: %s. The same events with their identityMap unread, against these without it: %s, what the member's bytes cost alone; the next row "+
 			"judges the goal without them.%s",
 			fmtInt(int64(cfg.HTTPRows)), fmtInt(int64(cfg.people())), fmtInt(int64(cfg.HTTPBodyRows)), cfg.HTTPStreams, cfg.HTTPDatasets, fmtDur(ours.Took),
