@@ -105,8 +105,9 @@ func (h *harness) post(ctx context.Context, api *apiClient, b *httpBatch) (time.
 }
 
 // ingestion reports the CLI load of the setup against its raw COPY, then posts HTTPRows rows through
-// POST /dataSets/{id}/rows twice (events with a client _id, as XDM events carry, and without) and copies the same
-// rows into the baseline table with the same indexes.
+// POST /dataSets/{id}/rows in each variant (events with a client _id, as XDM events carry, and without; then issue
+// #31's events with identities, between two samples with the identityMap unread, and the _id variant again) and
+// copies the _id variant's rows into the baseline table with the same indexes.
 func (h *harness) ingestion(ctx context.Context) (err error) {
 	cfg := h.cfg
 	cli := h.cliRate / h.rawCopyRate
